@@ -1,0 +1,50 @@
+"""A document as it enters orgmem, from a connector, the API or a JSONL file."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+DocumentKind = Literal["email", "ticket", "meeting", "doc", "chat"]
+
+MAX_TEXT_CHARS = 1_000_000
+MAX_TAGS = 200
+
+
+class DocumentIn(BaseModel):
+    """One whole, dated, attributed document. Field names match the JSONL ingest format."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(max_length=MAX_TEXT_CHARS, description="The whole document; stored as is.")
+    author: str = Field(default="", max_length=512)
+    date: datetime | None = Field(default=None, description="Event time; undated documents fail every as-of bound.")
+    kind: DocumentKind = "doc"
+    thread: str | None = Field(default=None, max_length=1024)
+    title: str | None = Field(default=None, max_length=4096)
+    tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS)
+    participants: list[str] = Field(default_factory=list, max_length=MAX_TAGS)
+    source: str | None = Field(default=None, max_length=256, description="Connector or system the document came from.")
+    source_id: str | None = Field(default=None, max_length=1024, description="Stable id within the source; re-ingesting it adds nothing.")
+    acl: list[str] = Field(default_factory=list, max_length=MAX_TAGS, description="Principals and groups who may read it; empty = the whole tenant.")
+
+    @field_validator("date")
+    @classmethod
+    def _utc(cls, value: datetime | None) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+
+    @field_validator("tags", "participants", "acl")
+    @classmethod
+    def _clean_list(cls, values: list[str]) -> list[str]:
+        seen: dict[str, None] = {}
+        for value in values:
+            value = value.strip()
+            if value:
+                seen.setdefault(value, None)
+        return list(seen)

@@ -1,0 +1,43 @@
+"""Write-path rules (Mem++ §3.2): one row per document, stored whole, no generative model.
+
+Row ids are derived from content, so the API can name a row before the projection runs and a
+replay of the log names the same rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from schemas.documents import DocumentIn
+
+
+def _digest(*parts: str) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode("utf-8"))
+        h.update(b"\x1f")
+    return h.hexdigest()
+
+
+def content_hash(text: str) -> str:
+    """Identity of a text for the 'exact repeat' rule (surrounding whitespace ignored)."""
+    return _digest(text.strip())
+
+
+def row_id_for(tenant: str, doc: DocumentIn) -> str:
+    """A source item always maps to the same row id; so does a repeated text in one author scope."""
+    if doc.source_id:
+        return "r" + _digest("src", tenant, doc.source or "", doc.source_id)[:23]
+    return "r" + _digest("txt", tenant, doc.author.strip().lower(), content_hash(doc.text))[:23]
+
+
+def derived_row_id(run_id: str, sources: list[str]) -> str:
+    return "d" + _digest("derived", run_id, *sorted(sources))[:23]
+
+
+def is_empty(doc: DocumentIn) -> bool:
+    return not doc.text.strip()
+
+
+def author_scope(author: str) -> str:
+    return author.strip().lower()

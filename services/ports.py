@@ -1,0 +1,135 @@
+"""Ports: one small Protocol per capability. The core and the use cases know only these;
+`bootstrap.py` is the only place that picks the adapters behind them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+import numpy as np
+
+from schemas.events import Event, LoggedEvent
+from schemas.rows import Row, RowChange
+from services.core.scope import Scope
+
+
+class OrgmemError(Exception):
+    """Base of our own errors; adapters translate driver errors into these at their boundary."""
+
+
+class BackendUnavailable(OrgmemError):
+    """A backing service (log, index, store) cannot be reached."""
+
+    def __init__(self, component: str, detail: str):
+        super().__init__(f"{component} unavailable: {detail}")
+        self.component = component
+
+
+@dataclass(frozen=True)
+class Hit:
+    row_id: str
+    score: float
+
+
+class EventLog(Protocol):
+    def append(self, events: Sequence[Event]) -> list[LoggedEvent]:
+        """Append a batch whole or not at all; return the events with their positions."""
+
+    def read(self, after: int, limit: int) -> list[LoggedEvent]:
+        """Events with position > after, in log order, at most `limit`."""
+
+    def head(self) -> int:
+        """Position of the last appended event (0 for an empty log)."""
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class RowMutation:
+    """What a projected event does to the row store: a new row, or a state step of one."""
+
+    row: Row
+    change: RowChange
+
+
+@dataclass(frozen=True)
+class SkippedDocument:
+    row_id: str
+    position: int
+    reason: str  # "empty" | "duplicate_text" | "duplicate_source"
+    duplicate_of: str | None = None
+
+
+class RowStore(Protocol):
+    def get(self, row_id: str) -> Row | None: ...
+
+    def get_many(self, row_ids: Sequence[str]) -> dict[str, Row]: ...
+
+    def history(self, row_id: str) -> list[RowChange]: ...
+
+    def thread(self, tenant: str, thread: str) -> list[Row]: ...
+
+    def skipped(self, row_id: str) -> SkippedDocument | None: ...
+
+    def find_source(self, tenant: str, source: str, source_id: str) -> str | None: ...
+
+    def find_active_text(self, tenant: str, author_scope: str, content_hash: str) -> str | None: ...
+
+    def recent(self, scope: Scope, exclude: Sequence[str], limit: int) -> list[Row]:
+        """Rows in scope, most recently ingested first (fills the recency reserve)."""
+
+    def inactive_at(self, tenant: str, known_at: datetime) -> frozenset[str]:
+        """Rows ingested by known_at whose state at known_at was not active."""
+
+    def apply(
+        self, mutations: Sequence[RowMutation], skipped: Sequence[SkippedDocument], position: int
+    ) -> None:
+        """Write one projected batch and the position it reaches, atomically."""
+
+    def applied_position(self) -> int: ...
+
+    def count(self, tenant: str | None = None) -> dict[str, int]: ...
+
+    def reset(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class LexicalIndex(Protocol):
+    def upsert(self, rows: Sequence[Row]) -> None:
+        """Index (or re-index) rows with their current state; durable on return."""
+
+    def search_text(self, terms: Sequence[str], scope: Scope, limit: int, conjunctive: bool) -> list[Hit]:
+        """BM25 over the text of rows in scope."""
+
+    def search_tags(self, candidates: Sequence[str], scope: Scope, limit: int) -> list[Hit]:
+        """Rows in scope with a tag (author, thread, participants, tags) equal to a candidate."""
+
+    def reset(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class VectorIndex(Protocol):
+    def upsert(self, rows: Sequence[Row], vectors: np.ndarray) -> None: ...
+
+    def update_state(self, rows: Sequence[Row]) -> None:
+        """Refresh the filterable payload (state) of rows already indexed."""
+
+    def search(self, vector: np.ndarray, scope: Scope, limit: int) -> list[Hit]: ...
+
+    def vectors(self, row_ids: Sequence[str]) -> dict[str, np.ndarray]: ...
+
+    def reset(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Embedder(Protocol):
+    name: str
+    dim: int
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-norm float32 embeddings, one row per text."""
