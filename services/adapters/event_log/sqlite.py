@@ -1,0 +1,110 @@
+"""The embedded event log: one SQLite table, append-only, in WAL mode.
+
+Positions come from an INTEGER PRIMARY KEY, so they increase monotonically; triggers refuse
+every UPDATE and DELETE, so nothing can rewrite the record even by mistake.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+from schemas.events import Event, LoggedEvent, event_from_json, event_to_json
+from services.adapters.sqlite_common import connect, decode_time, encode_time
+from services.ports import BackendUnavailable, OrgmemError
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    position    INTEGER PRIMARY KEY AUTOINCREMENT,
+    appended_at TEXT NOT NULL,
+    tenant      TEXT NOT NULL,
+    type        TEXT NOT NULL,
+    body        TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_type ON events(type, position);
+CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+"""
+
+
+class SqliteEventLog:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        try:
+            self._conn = connect(self.path)
+            self._conn.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise BackendUnavailable("event log", str(exc)) from exc
+        self._lock = threading.Lock()
+
+    def append(self, events: Sequence[Event]) -> list[LoggedEvent]:
+        if not events:
+            return []
+        bodies = [(event.tenant, event.type, event_to_json(event)) for event in events]
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    # Transaction time never runs backwards, even if the clock does, so that
+                    # position order and appended_at order agree (known_at relies on it).
+                    last = self._conn.execute("SELECT MAX(appended_at) FROM events").fetchone()[0]
+                    now = datetime.now(timezone.utc)
+                    if last is not None and decode_time(last) > now:
+                        now = decode_time(last)
+                    stamp = encode_time(now)
+                    positions = []
+                    for tenant, kind, body in bodies:
+                        cur = self._conn.execute(
+                            "INSERT INTO events(appended_at, tenant, type, body) VALUES (?,?,?,?)",
+                            (stamp, tenant, kind, body),
+                        )
+                        positions.append(cur.lastrowid)
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise OrgmemError(f"event log append failed: {exc}") from exc
+        return [
+            LoggedEvent(position=pos, appended_at=now, event=event)
+            for pos, event in zip(positions, events)
+        ]
+
+    def read(self, after: int, limit: int) -> list[LoggedEvent]:
+        try:
+            rows = self._conn.execute(
+                "SELECT position, appended_at, body FROM events WHERE position > ? ORDER BY position LIMIT ?",
+                (after, limit),
+            ).fetchall()
+        except sqlite3.Error as exc:
+            raise BackendUnavailable("event log", str(exc)) from exc
+        return [
+            LoggedEvent(position=pos, appended_at=decode_time(at), event=event_from_json(body))
+            for pos, at, body in rows
+        ]
+
+    def read_types(self, types: Sequence[str], after: int = 0, limit: int = 10_000) -> list[LoggedEvent]:
+        """Events of the given types only (audit and run listings), in log order."""
+        marks = ",".join("?" for _ in types)
+        rows = self._conn.execute(
+            f"SELECT position, appended_at, body FROM events WHERE type IN ({marks}) AND position > ? "
+            "ORDER BY position LIMIT ?",
+            (*types, after, limit),
+        ).fetchall()
+        return [
+            LoggedEvent(position=pos, appended_at=decode_time(at), event=event_from_json(body))
+            for pos, at, body in rows
+        ]
+
+    def head(self) -> int:
+        value = self._conn.execute("SELECT MAX(position) FROM events").fetchone()[0]
+        return int(value or 0)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

@@ -1,0 +1,267 @@
+"""The embedded row store: rows, their state history and the projection checkpoint in SQLite.
+
+A projected batch and the log position it reaches commit in one transaction, so after a crash
+the store is exactly at some position and the indexer resumes from there.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+from schemas.rows import Row, RowChange
+from services.adapters.sqlite_common import connect, decode_time, encode_time
+from services.core.scope import Scope, acl_tokens
+from services.core.write_rules import author_scope, content_hash
+from services.ports import BackendUnavailable, OrgmemError, RowMutation, SkippedDocument
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS rows (
+    row_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, text TEXT NOT NULL, author TEXT NOT NULL,
+    author_scope TEXT NOT NULL, content_hash TEXT NOT NULL, event_time TEXT, kind TEXT NOT NULL,
+    thread TEXT, title TEXT, tags TEXT NOT NULL, participants TEXT NOT NULL, acl TEXT NOT NULL,
+    source TEXT, source_id TEXT, ingest_position INTEGER NOT NULL, ingested_at TEXT NOT NULL,
+    state TEXT NOT NULL, superseded_by TEXT, derived_from TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS rows_recent ON rows(tenant, ingest_position);
+CREATE INDEX IF NOT EXISTS rows_text ON rows(tenant, author_scope, content_hash, state);
+CREATE INDEX IF NOT EXISTS rows_thread ON rows(tenant, thread);
+CREATE UNIQUE INDEX IF NOT EXISTS rows_source ON rows(tenant, source, source_id) WHERE source_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS row_acl (row_id TEXT NOT NULL, token TEXT NOT NULL, PRIMARY KEY (row_id, token));
+CREATE INDEX IF NOT EXISTS row_acl_token ON row_acl(token, row_id);
+CREATE TABLE IF NOT EXISTS history (
+    row_id TEXT NOT NULL, position INTEGER NOT NULL, at TEXT NOT NULL, change TEXT NOT NULL,
+    state TEXT NOT NULL, superseded_by TEXT, run_id TEXT, reason TEXT NOT NULL,
+    PRIMARY KEY (row_id, position)
+);
+CREATE INDEX IF NOT EXISTS history_changes ON history(change, row_id);
+CREATE TABLE IF NOT EXISTS skipped (
+    row_id TEXT NOT NULL, position INTEGER NOT NULL, reason TEXT NOT NULL, duplicate_of TEXT,
+    PRIMARY KEY (row_id, position)
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+_COLUMNS = (
+    "row_id, tenant, text, author, event_time, kind, thread, title, tags, participants, acl, "
+    "source, source_id, ingest_position, ingested_at, state, superseded_by, derived_from"
+)
+
+
+def _row_from(record: tuple) -> Row:
+    (row_id, tenant, text, author, event_time, kind, thread, title, tags, participants, acl,
+     source, source_id, position, ingested_at, state, superseded_by, derived_from) = record
+    return Row(
+        row_id=row_id, tenant=tenant, text=text, author=author, event_time=decode_time(event_time),
+        kind=kind, thread=thread, title=title, tags=json.loads(tags),
+        participants=json.loads(participants), acl=json.loads(acl), source=source,
+        source_id=source_id, ingest_position=position, ingested_at=decode_time(ingested_at),
+        state=state, superseded_by=superseded_by, derived_from=json.loads(derived_from),
+    )
+
+
+def scope_sql(scope: Scope) -> tuple[str, list]:
+    """The scope as a SQL condition over `rows r` (same semantics as core.scope.admits)."""
+    clauses, args = ["r.tenant = ?"], [scope.tenant]
+    tokens = scope.reader_tokens()
+    if tokens is not None:
+        marks = ",".join("?" for _ in tokens)
+        clauses.append(f"EXISTS (SELECT 1 FROM row_acl a WHERE a.row_id = r.row_id AND a.token IN ({marks}))")
+        args.extend(tokens)
+    if scope.as_of is not None:
+        clauses.append("r.event_time IS NOT NULL AND r.event_time <= ?")
+        args.append(encode_time(scope.as_of))
+    if scope.known_at is not None:
+        clauses.append("r.ingested_at <= ?")
+        args.append(encode_time(scope.known_at))
+        if scope.inactive_at_known:
+            ids = sorted(scope.inactive_at_known)
+            clauses.append(f"r.row_id NOT IN ({','.join('?' for _ in ids)})")
+            args.extend(ids)
+    else:
+        clauses.append("r.state = 'active'")
+    for column, values in (("kind", scope.kinds), ("author", scope.authors), ("thread", scope.threads)):
+        if values is not None:
+            values = sorted(values)
+            clauses.append(f"r.{column} IN ({','.join('?' for _ in values)})" if values else "0")
+            args.extend(values)
+    return " AND ".join(clauses), args
+
+
+class SqliteRowStore:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        try:
+            self._conn = connect(self.path)
+            self._conn.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise BackendUnavailable("row store", str(exc)) from exc
+        self._lock = threading.Lock()
+
+    def _query(self, sql: str, args: Sequence = ()) -> list[tuple]:
+        try:
+            with self._lock:
+                return self._conn.execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            raise OrgmemError(f"row store query failed: {exc}") from exc
+
+    def get(self, row_id: str) -> Row | None:
+        found = self._query(f"SELECT {_COLUMNS} FROM rows WHERE row_id = ?", (row_id,))
+        return _row_from(found[0]) if found else None
+
+    def get_many(self, row_ids: Sequence[str]) -> dict[str, Row]:
+        result: dict[str, Row] = {}
+        ids = list(dict.fromkeys(row_ids))
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" for _ in chunk)
+            for record in self._query(f"SELECT {_COLUMNS} FROM rows WHERE row_id IN ({marks})", chunk):
+                row = _row_from(record)
+                result[row.row_id] = row
+        return result
+
+    def history(self, row_id: str) -> list[RowChange]:
+        records = self._query(
+            "SELECT position, at, change, state, superseded_by, run_id, reason FROM history "
+            "WHERE row_id = ? ORDER BY position", (row_id,),
+        )
+        return [
+            RowChange(position=p, at=decode_time(at), change=c, state=s, superseded_by=sb, run_id=run, reason=reason)
+            for p, at, c, s, sb, run, reason in records
+        ]
+
+    def thread(self, tenant: str, thread: str) -> list[Row]:
+        records = self._query(
+            f"SELECT {_COLUMNS} FROM rows WHERE tenant = ? AND thread = ? "
+            "ORDER BY event_time IS NULL, event_time, ingest_position", (tenant, thread),
+        )
+        return [_row_from(r) for r in records]
+
+    def skipped(self, row_id: str) -> SkippedDocument | None:
+        found = self._query(
+            "SELECT row_id, position, reason, duplicate_of FROM skipped WHERE row_id = ? ORDER BY position LIMIT 1",
+            (row_id,),
+        )
+        return SkippedDocument(*found[0]) if found else None
+
+    def find_source(self, tenant: str, source: str, source_id: str) -> str | None:
+        found = self._query(
+            "SELECT row_id FROM rows WHERE tenant = ? AND source IS ? AND source_id = ?", (tenant, source, source_id)
+        )
+        return found[0][0] if found else None
+
+    def find_active_text(self, tenant: str, author_scope_: str, content_hash_: str) -> str | None:
+        found = self._query(
+            "SELECT row_id FROM rows WHERE tenant = ? AND author_scope = ? AND content_hash = ? AND state = 'active' LIMIT 1",
+            (tenant, author_scope_, content_hash_),
+        )
+        return found[0][0] if found else None
+
+    def recent(self, scope: Scope, exclude: Sequence[str], limit: int) -> list[Row]:
+        if limit <= 0:
+            return []
+        where, args = scope_sql(scope)
+        excluded = set(exclude)
+        records = self._query(
+            f"SELECT {_COLUMNS} FROM rows r WHERE {where} ORDER BY r.ingest_position DESC LIMIT ?",
+            (*args, limit + len(excluded)),
+        )
+        rows = [_row_from(r) for r in records if r[0] not in excluded]
+        return rows[:limit]
+
+    def inactive_at(self, tenant: str, known_at: datetime) -> frozenset[str]:
+        # Only rows that maintenance ever touched can have been inactive; the latest step of
+        # each at or before known_at tells its state then.
+        records = self._query(
+            """
+            SELECT h.row_id FROM history h
+            JOIN (SELECT row_id, MAX(position) AS p FROM history
+                  WHERE at <= ? AND row_id IN (SELECT row_id FROM history WHERE change != 'observed')
+                  GROUP BY row_id) last ON last.row_id = h.row_id AND last.p = h.position
+            JOIN rows r ON r.row_id = h.row_id
+            WHERE r.tenant = ? AND h.state != 'active'
+            """,
+            (encode_time(known_at), tenant),
+        )
+        return frozenset(r[0] for r in records)
+
+    def in_scope(self, scope: Scope, limit: int = 1_000_000) -> list[Row]:
+        """Every row of a scope (maintenance passes and tests), in ingest order."""
+        where, args = scope_sql(scope)
+        records = self._query(
+            f"SELECT {_COLUMNS} FROM rows r WHERE {where} ORDER BY r.ingest_position LIMIT ?", (*args, limit)
+        )
+        return [_row_from(r) for r in records]
+
+    def apply(self, mutations: Sequence[RowMutation], skipped: Sequence[SkippedDocument], position: int) -> None:
+        with self._lock:
+            conn = self._conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                for mutation in mutations:
+                    self._write(conn, mutation)
+                conn.executemany(
+                    "INSERT OR IGNORE INTO skipped(row_id, position, reason, duplicate_of) VALUES (?,?,?,?)",
+                    [(s.row_id, s.position, s.reason, s.duplicate_of) for s in skipped],
+                )
+                conn.execute(
+                    "INSERT INTO meta(key, value) VALUES ('applied_position', ?) "
+                    "ON CONFLICT(key) DO UPDATE SET value = MAX(CAST(value AS INTEGER), excluded.value)",
+                    (str(position),),
+                )
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise OrgmemError(f"row store write failed: {exc}") from exc
+                raise
+
+    @staticmethod
+    def _write(conn: sqlite3.Connection, mutation: RowMutation) -> None:
+        row, change = mutation.row, mutation.change
+        conn.execute(
+            f"INSERT OR REPLACE INTO rows({_COLUMNS}, author_scope, content_hash) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                row.row_id, row.tenant, row.text, row.author, encode_time(row.event_time), row.kind,
+                row.thread, row.title, json.dumps(row.tags), json.dumps(row.participants),
+                json.dumps(row.acl), row.source, row.source_id, row.ingest_position,
+                encode_time(row.ingested_at), row.state, row.superseded_by, json.dumps(row.derived_from),
+                author_scope(row.author), content_hash(row.text),
+            ),
+        )
+        conn.execute("DELETE FROM row_acl WHERE row_id = ?", (row.row_id,))
+        conn.executemany(
+            "INSERT INTO row_acl(row_id, token) VALUES (?, ?)", [(row.row_id, t) for t in acl_tokens(row.acl)]
+        )
+        conn.execute(
+            "INSERT OR IGNORE INTO history(row_id, position, at, change, state, superseded_by, run_id, reason) "
+            "VALUES (?,?,?,?,?,?,?,?)",
+            (row.row_id, change.position, encode_time(change.at), change.change, change.state,
+             change.superseded_by, change.run_id, change.reason),
+        )
+
+    def applied_position(self) -> int:
+        found = self._query("SELECT value FROM meta WHERE key = 'applied_position'")
+        return int(found[0][0]) if found else 0
+
+    def count(self, tenant: str | None = None) -> dict[str, int]:
+        where, args = ("WHERE tenant = ?", [tenant]) if tenant else ("", [])
+        counts = dict(self._query(f"SELECT state, COUNT(*) FROM rows {where} GROUP BY state", args))
+        skipped = self._query("SELECT COUNT(*) FROM skipped")[0][0]
+        return {"active": counts.get("active", 0), "archived": counts.get("archived", 0), "skipped": skipped}
+
+    def reset(self) -> None:
+        with self._lock:
+            self._conn.executescript(
+                "BEGIN; DELETE FROM rows; DELETE FROM row_acl; DELETE FROM history; "
+                "DELETE FROM skipped; DELETE FROM meta; COMMIT;"
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

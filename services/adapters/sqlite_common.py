@@ -1,0 +1,28 @@
+"""SQLite connection settings shared by the embedded adapters, and time encoding."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timezone
+from pathlib import Path
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30.0)
+    conn.execute("PRAGMA journal_mode=WAL")
+    # FULL: a commit is on disk before it returns, so an acknowledged write survives a crash.
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    return conn
+
+
+def encode_time(value: datetime | None) -> str | None:
+    """Fixed-width UTC text, so that string order is time order inside SQLite."""
+    if value is None:
+        return None
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
+
+
+def decode_time(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)

@@ -1,0 +1,203 @@
+"""The `orgmem` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from schemas.documents import DocumentIn
+from services.ports import OrgmemError
+from services.settings import Settings
+
+log = logging.getLogger("orgmem")
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides = {"data_dir": Path(args.data)} if getattr(args, "data", None) else {}
+    return Settings(**overrides)
+
+
+def _parse_time(value: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO date or time: {value!r}") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def _progress(position, stats) -> None:
+    print(f"  indexed up to position {position}: {stats.rows_added} rows, {stats.skipped} skipped "
+          f"({stats.events / max(stats.seconds, 1e-9):.0f} events/s)", file=sys.stderr)
+
+
+def read_jsonl(path: Path) -> tuple[list[DocumentIn], list[str]]:
+    """Valid documents, and one message per bad line naming its line number and the problem."""
+    documents, errors = [], []
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                documents.append(DocumentIn.model_validate_json(line))
+            except ValidationError as exc:
+                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'line'}: {e['msg']}" for e in exc.errors()[:5])
+                errors.append(f"{path}:{number}: {problems}")
+    return documents, errors
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from services.bootstrap import open_event_log
+    from services.memory import Caller, append_documents
+
+    settings = _settings(args)
+    documents, errors = read_jsonl(Path(args.jsonl))
+    for error in errors:
+        print(error, file=sys.stderr)
+    event_log = open_event_log(settings)
+    position = 0
+    for start in range(0, len(documents), args.batch):  # each batch is appended whole or not at all
+        position = append_documents(event_log, documents[start : start + args.batch], Caller()).position
+    event_log.close()
+    print(f"appended {len(documents)} documents up to log position {position}; {len(errors)} bad lines")
+    if not args.no_index:
+        _index(settings)
+    return 1 if errors and not documents else 0
+
+
+def _index(settings: Settings) -> None:
+    from services.bootstrap import build_memory
+
+    try:
+        memory, lock = build_memory(settings)
+    except OrgmemError as exc:
+        print(f"not indexing here: {exc}; the process that holds the data folder indexes the log", file=sys.stderr)
+        return
+    try:
+        memory.catch_up(progress=_progress)
+        print(f"indexed; {memory.stats()}")
+    finally:
+        memory.close()
+        lock.release()
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from services.bootstrap import build_memory
+    from services.core.evidence import render_evidence
+    from services.memory import Caller
+
+    memory, lock = build_memory(_settings(args))
+    try:
+        memory.catch_up()
+        config = memory.config_for(args.preset, k=args.k, selector=args.selector)
+        scope = memory.scope_for(Caller(), as_of=args.as_of, known_at=args.known_at)
+        result = memory.query(args.text, scope, config)
+        if args.json:
+            print(json.dumps([{"rank": s.rank, "row_id": s.row.row_id, "reason": s.reason,
+                               "date": s.row.event_time.isoformat() if s.row.event_time else None,
+                               "author": s.row.author, "kind": s.row.kind, "leg_ranks": s.leg_ranks,
+                               "fused_score": s.fused_score, "text": s.row.text} for s in result.selected], indent=1))
+        else:
+            print(render_evidence([s.row for s in result.selected]))
+    finally:
+        memory.close()
+        lock.release()
+    return 0
+
+
+def cmd_rebuild(args: argparse.Namespace) -> int:
+    from services.bootstrap import build_memory
+
+    memory, lock = build_memory(_settings(args))
+    try:
+        stats = memory.rebuild(progress=_progress)
+        print(f"rebuilt from {stats.events} events: {memory.stats()}")
+    finally:
+        memory.close()
+        lock.release()
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from services.bootstrap import build_memory
+
+    memory, lock = build_memory(_settings(args))
+    try:
+        print(json.dumps(memory.stats(), indent=1))
+    finally:
+        memory.close()
+        lock.release()
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from services.api.app import create_app
+    from services.bootstrap import build_memory
+
+    settings = _settings(args)
+    if args.port:
+        settings.port = args.port
+    if args.host:
+        settings.host = args.host
+    memory, lock = build_memory(settings)
+
+    def close() -> None:
+        memory.close()
+        lock.release()
+
+    app = create_app(settings, memory, on_close=close)
+    print(f"orgmem serving {settings.data_dir} on http://{settings.host}:{settings.port} (docs at /docs)", file=sys.stderr)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="orgmem", description="Event-sourced organizational memory server")
+    parser.add_argument("--log-level", default="INFO")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, handler, help_: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_)
+        p.add_argument("--data", default=None, help="data folder (default ./orgmem-data or ORGMEM_DATA_DIR)")
+        p.set_defaults(handler=handler)
+        return p
+
+    p = command("serve", cmd_serve, "run the HTTP API with its indexer")
+    p.add_argument("--host")
+    p.add_argument("--port", type=int)
+    p = command("ingest", cmd_ingest, "append documents from a JSONL file, then index them")
+    p.add_argument("--jsonl", required=True)
+    p.add_argument("--batch", type=int, default=500)
+    p.add_argument("--no-index", action="store_true", help="append only; a running server indexes them")
+    p = command("query", cmd_query, "ask the memory")
+    p.add_argument("text")
+    p.add_argument("--as-of", type=_parse_time)
+    p.add_argument("--known-at", type=_parse_time)
+    p.add_argument("--k", type=int)
+    p.add_argument("--selector", choices=["rrf", "pursuit"])
+    p.add_argument("--preset")
+    p.add_argument("--json", action="store_true")
+    command("rebuild", cmd_rebuild, "drop every projection and replay the log")
+    command("stats", cmd_stats, "counts of the log and the projections")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return args.handler(args)
+    except OrgmemError as exc:
+        print(f"orgmem: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

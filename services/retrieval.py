@@ -1,0 +1,127 @@
+"""The read path (Mem++ §3.3): scope -> three legs -> weighted RRF -> selection -> reserve.
+
+Adapters do the ranking inside the scope; everything else here is the pure core's arithmetic.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+import numpy as np
+
+from schemas.rows import Row
+from services.core.fusion import Fused, weighted_rrf
+from services.core.reserve import Pick, with_recency_reserve
+from services.core.retrieval_config import RetrievalConfig
+from services.core.scope import Scope
+from services.core.text import content_terms, tag_candidates
+from services.ports import Embedder, Hit, LexicalIndex, RowStore, VectorIndex
+
+LEGS = ("lex", "tag", "vec")
+
+
+@dataclass(frozen=True)
+class Selected:
+    rank: int
+    row: Row
+    reason: str
+    fused_score: float
+    leg_ranks: dict[str, int]
+    leg_scores: dict[str, float]
+
+
+@dataclass
+class Retrieval:
+    selected: list[Selected]
+    matched: int  # distinct rows any leg returned
+    leg_sizes: dict[str, int]
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+def _recency(row: Row) -> tuple[datetime, int]:
+    return (row.event_time or row.ingested_at, row.ingest_position)
+
+
+class Retriever:
+    def __init__(self, rows: RowStore, lexical: LexicalIndex, vectors: VectorIndex, embedder: Embedder):
+        self.rows, self.lexical, self.vectors, self.embedder = rows, lexical, vectors, embedder
+
+    def retrieve(self, query: str, scope: Scope, config: RetrievalConfig) -> Retrieval:
+        timings: dict[str, float] = {}
+        clock = time.perf_counter()
+
+        def lap(name: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            timings[name] = round((now - clock) * 1000, 3)
+            clock = now
+
+        if scope.known_at is not None:
+            scope = replace(scope, inactive_at_known=self.rows.inactive_at(scope.tenant, scope.known_at))
+        query_vector = self.embedder.encode([query])[0]
+        lap("embed")
+        legs: dict[str, list[Hit]] = {
+            "lex": self.lexical.search_text(content_terms(query), scope, config.candidates, config.conjunctive),
+            "tag": self.lexical.search_tags(tag_candidates(query), scope, config.candidates),
+        }
+        lap("lexical")
+        legs["vec"] = self.vectors.search(query_vector, scope, config.candidates)
+        lap("vector")
+        matched_ids = list(dict.fromkeys(h.row_id for hits in legs.values() for h in hits))
+        rows = self.rows.get_many(matched_ids)
+        # A row an index still lists but the store no longer admits (e.g. mid-projection) is dropped.
+        legs = {leg: [h for h in hits if h.row_id in rows] for leg, hits in legs.items()}
+        fused = weighted_rrf(
+            {leg: [h.row_id for h in hits] for leg, hits in legs.items()},
+            config.weights, config.gamma, {rid: row.ingest_position for rid, row in rows.items()},
+        )
+        lap("fuse")
+        ordered, lead_reason = self._select(fused, query_vector, config)
+        lap("select")
+        unmatched = self.rows.recent(scope, exclude=list(rows), limit=config.reserve)
+        rows.update({r.row_id: r for r in unmatched})
+        picks = with_recency_reserve(
+            ordered, [f.row_id for f in fused], config.k, config.reserve,
+            {rid: _recency(row) for rid, row in rows.items()}, [r.row_id for r in unmatched], lead_reason,
+        )
+        lap("reserve")
+        return Retrieval(
+            selected=self._describe(picks, rows, fused, legs),
+            matched=len(fused),
+            leg_sizes={leg: len(hits) for leg, hits in legs.items()},
+            timings_ms=timings,
+        )
+
+    def _select(self, fused: list[Fused], query_vector: np.ndarray, config: RetrievalConfig) -> tuple[list[str], str]:
+        ids = [f.row_id for f in fused]
+        if config.selector != "pursuit" or len(ids) <= 1:
+            return ids, "fused"
+        from services.core.pursuit import pursuit_select
+
+        pool = ids[: max(config.pursuit_pool, 1)]
+        stored = self.vectors.vectors(pool)
+        pool = [rid for rid in pool if rid in stored]
+        if not pool:
+            return ids, "fused"
+        matrix = np.stack([stored[rid] for rid in pool])
+        budget = max(config.k - config.reserve, 0)
+        result = pursuit_select(query_vector, matrix, budget, ridge=config.pursuit_ridge, tol=config.pursuit_tol)
+        chosen = [pool[i] for i in result.order]
+        rest = [rid for rid in ids if rid not in set(chosen)]
+        return chosen + rest, "pursuit"
+
+    @staticmethod
+    def _describe(picks: list[Pick], rows: dict[str, Row], fused: list[Fused], legs: dict[str, list[Hit]]) -> list[Selected]:
+        by_id = {f.row_id: f for f in fused}
+        leg_scores = {leg: {h.row_id: h.score for h in hits} for leg, hits in legs.items()}
+        out = []
+        for rank, pick in enumerate(picks, start=1):
+            f = by_id.get(pick.row_id)
+            out.append(Selected(
+                rank=rank, row=rows[pick.row_id], reason=pick.reason,
+                fused_score=f.score if f else 0.0, leg_ranks=dict(f.ranks) if f else {},
+                leg_scores={leg: s[pick.row_id] for leg, s in leg_scores.items() if pick.row_id in s},
+            ))
+        return out

@@ -1,0 +1,126 @@
+"""RowStore contract: every adapter of the port passes the same tests."""
+
+import os
+import random
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from schemas.rows import Row, RowChange
+from services.core.scope import Scope, admits
+from services.ports import RowMutation, SkippedDocument
+
+T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+
+
+def _sqlite(tmp_path):
+    from services.adapters.row_store.sqlite import SqliteRowStore
+
+    return SqliteRowStore(tmp_path / "rows.sqlite")
+
+
+def _elasticsearch(tmp_path):
+    if not os.environ.get("ORGMEM_ES_URL"):
+        pytest.skip("ORGMEM_ES_URL not set: no Elasticsearch to test against")
+    from services.adapters.row_store.elasticsearch import ElasticsearchRowStore
+
+    return ElasticsearchRowStore.for_tests(os.environ["ORGMEM_ES_URL"])
+
+
+@pytest.fixture(params=[_sqlite, _elasticsearch], ids=["sqlite", "elasticsearch"])
+def store(request, tmp_path):
+    s = request.param(tmp_path)
+    yield s
+    s.close()
+
+
+def make_row(i, **kw):
+    base = dict(row_id=f"r{i}", tenant="t", text=f"text {i}", author="Alice", ingest_position=i,
+                ingested_at=T0 + timedelta(days=i), event_time=T0 + timedelta(days=i), thread="th")
+    base.update(kw)
+    return Row(**base)
+
+
+def observed(row, change="observed", state=None, position=None):
+    position = position or row.ingest_position
+    return RowMutation(row=row, change=RowChange(position=position, at=T0 + timedelta(days=position),
+                                                 change=change, state=state or row.state))
+
+
+def test_apply_get_history_and_checkpoint(store):
+    r1, r2 = make_row(1, source="email", source_id="m1"), make_row(2)
+    store.apply([observed(r1), observed(r2)], [SkippedDocument("r9", 3, "duplicate_text", "r1")], 3)
+    assert store.get("r1") == r1 and store.get("nope") is None
+    assert set(store.get_many(["r1", "r2", "x"])) == {"r1", "r2"}
+    assert store.applied_position() == 3
+    assert store.find_source("t", "email", "m1") == "r1" and store.find_source("u", "email", "m1") is None
+    assert store.skipped("r9").duplicate_of == "r1"
+    archived = r1.model_copy(update={"state": "archived"})
+    store.apply([observed(archived, "archived", position=5)], [], 5)
+    assert store.get("r1").state == "archived"
+    assert [h.change for h in store.history("r1")] == ["observed", "archived"]
+    # replaying the same batch changes nothing
+    store.apply([observed(archived, "archived", position=5)], [], 5)
+    assert len(store.history("r1")) == 2 and store.applied_position() == 5
+    assert store.count("t") == {"active": 1, "archived": 1, "skipped": 1}
+
+
+def test_active_text_lookup_is_per_author_scope_and_active_only(store):
+    from services.core.write_rules import author_scope, content_hash
+
+    store.apply([observed(make_row(1, text="Remote days: 3"))], [], 1)
+    assert store.find_active_text("t", author_scope("alice"), content_hash("Remote days: 3")) == "r1"
+    assert store.find_active_text("t", author_scope("bob"), content_hash("Remote days: 3")) is None
+    store.apply([observed(make_row(1, text="Remote days: 3", state="archived"), "archived", position=2)], [], 2)
+    assert store.find_active_text("t", author_scope("alice"), content_hash("Remote days: 3")) is None
+
+
+def test_thread_in_date_order_with_undated_last(store):
+    rows = [make_row(1, event_time=T0 + timedelta(days=30)), make_row(2, event_time=None), make_row(3, event_time=T0)]
+    store.apply([observed(r) for r in rows], [], 3)
+    assert [r.row_id for r in store.thread("t", "th")] == ["r3", "r1", "r2"]
+
+
+def test_inactive_at_follows_the_state_history(store):
+    r = make_row(1)
+    store.apply([observed(r)], [], 1)
+    store.apply([observed(r.model_copy(update={"state": "archived"}), "archived", position=10)], [], 10)
+    store.apply([observed(r, "restored", position=20)], [], 20)
+    assert store.inactive_at("t", T0 + timedelta(days=5)) == frozenset()
+    assert store.inactive_at("t", T0 + timedelta(days=15)) == {"r1"}
+    assert store.inactive_at("t", T0 + timedelta(days=25)) == frozenset()
+    assert store.inactive_at("other", T0 + timedelta(days=15)) == frozenset()
+
+
+def test_recent_equals_reference_scope_semantics(store):
+    rng = random.Random(3)
+    rows = []
+    for i in range(1, 121):
+        rows.append(make_row(
+            i, tenant=rng.choice(["t", "u"]), acl=rng.choice([[], ["alice"], ["bob", "group:eng"]]),
+            event_time=rng.choice([None, T0 + timedelta(days=rng.randint(0, 300))]),
+            state=rng.choice(["active", "active", "archived"]), kind=rng.choice(["email", "ticket"]),
+            author=rng.choice(["Alice", "Bob"]),
+        ))
+    store.apply([observed(r) for r in rows], [], 120)
+    for _ in range(150):
+        known = rng.choice([None, T0 + timedelta(days=rng.randint(0, 130))])
+        scope = Scope(
+            tenant=rng.choice(["t", "u"]),
+            readers=rng.choice([None, frozenset({"alice"}), frozenset({"group:eng"}), frozenset()]),
+            as_of=rng.choice([None, T0 + timedelta(days=rng.randint(0, 300))]),
+            known_at=known,
+            inactive_at_known=frozenset(rng.sample([r.row_id for r in rows], 5)) if known else frozenset(),
+            kinds=rng.choice([None, frozenset({"email"})]),
+            authors=rng.choice([None, frozenset({"Bob"})]),
+        )
+        expected = sorted((r for r in rows if admits(r, scope)), key=lambda r: -r.ingest_position)
+        exclude = [r.row_id for r in expected[:2]]
+        got = store.recent(scope, exclude=exclude, limit=5)
+        assert [r.row_id for r in got] == [r.row_id for r in expected[2:7]]
+
+
+def test_reset_empties_everything(store):
+    store.apply([observed(make_row(1))], [], 1)
+    store.reset()
+    assert store.get("r1") is None and store.applied_position() == 0
