@@ -125,6 +125,12 @@ class Projector:
 
     def apply(self, events: Sequence[LoggedEvent]) -> BatchStats:
         started = time.perf_counter()
+        # Events at or below the row store's checkpoint are in every projection already (the
+        # indexes are written before the row store commits), so delivering them again is a no-op.
+        checkpoint = self.rows.applied_position()
+        events = [e for e in events if e.position > checkpoint]
+        if not events:
+            return BatchStats(seconds=time.perf_counter() - started)
         plan = _BatchPlan(self.rows)
         for logged in events:
             self._plan_event(plan, logged)
