@@ -16,16 +16,17 @@ from services.settings import EmbedderSettings, Settings
 log = logging.getLogger(__name__)
 
 
-@lru_cache(maxsize=4)
-def _embedder(model: str, max_tokens: int, batch_size: int) -> Embedder:
+@lru_cache(maxsize=8)
+def _embedder(model: str, max_tokens: int, batch_size: int, threads: int, role: str) -> Embedder:
     from services.adapters.embedder.sentence_transformers import SentenceTransformerEmbedder
 
-    return SentenceTransformerEmbedder(model, max_tokens=max_tokens, batch_size=batch_size)
+    return SentenceTransformerEmbedder(model, max_tokens=max_tokens, batch_size=batch_size, threads=threads)
 
 
-def embedder_for(settings: EmbedderSettings) -> Embedder:
-    """One encoder per process and model: loading it costs seconds, using it is thread-safe."""
-    return _embedder(settings.model, settings.max_tokens, settings.batch_size)
+def embedder_for(settings: EmbedderSettings, role: str = "ingest") -> Embedder:
+    """One encoder per process, model and role. Queries get their own copy of the model (~90 MB)
+    so that a query never queues behind the indexer's batch encode."""
+    return _embedder(settings.model, settings.max_tokens, settings.batch_size, settings.threads, role)
 
 
 def retrieval_config(settings: Settings):
@@ -100,6 +101,7 @@ def build_memory(settings: Settings) -> tuple[Memory, DataFolderLock | None]:
             QdrantEdgeVectorIndex(data / "projections" / "vectors", embedder.dim),
             embedder,
             retrieval_config(settings),
+            query_embedder=embedder_for(settings.embedder, "query"),
             indexer_batch=settings.indexer_batch,
         )
     except BaseException:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import sys
@@ -16,6 +17,9 @@ from services.ports import OrgmemError
 from services.settings import Settings
 
 log = logging.getLogger("orgmem")
+
+# Modules with a `register(command, subparsers)` function that add their own sub-commands.
+COMMAND_GROUPS = ["services.cli_connect"]
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -186,6 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     command("rebuild", cmd_rebuild, "drop every projection and replay the log")
     command("stats", cmd_stats, "counts of the log and the projections")
+    # Command groups that live in their own modules register themselves here.
+    for module in COMMAND_GROUPS:
+        importlib.import_module(module).register(command, sub)
     return parser
 
 

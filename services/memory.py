@@ -38,6 +38,7 @@ class Caller:
     tenant: str = "default"
     readers: frozenset[str] | None = None
     name: str = "system"
+    role: str = "admin"  # reader | writer | admin
 
 
 @dataclass(frozen=True)
@@ -64,11 +65,12 @@ class Memory:
         embedder: Embedder,
         config: RetrievalConfig,
         indexer_batch: int = 256,
+        query_embedder: Embedder | None = None,
     ):
         self.log, self.rows, self.lexical, self.vectors, self.embedder = log_, rows, lexical, vectors, embedder
         self.config = config
         self.projector = Projector(log_, rows, lexical, vectors, embedder, batch_size=indexer_batch)
-        self.retriever = Retriever(rows, lexical, vectors, embedder)
+        self.retriever = Retriever(rows, lexical, vectors, query_embedder or embedder)
 
     # --- write path -------------------------------------------------------------------------
     def ingest(self, documents: Sequence[DocumentIn], caller: Caller = Caller()) -> IngestResult:

@@ -24,6 +24,7 @@ class EmbedderSettings(BaseModel):
     model: str = "all-MiniLM-L6-v2"
     max_tokens: int = 256
     batch_size: int = 64
+    threads: int = 1  # torch intra-op threads per process; see the embedder adapter for why 1
 
 
 class LimitSettings(BaseModel):
@@ -58,6 +59,8 @@ class Settings(BaseSettings):
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     cluster: ClusterSettings = Field(default_factory=ClusterSettings)
+    # Folders whose files the connector API may read (default: <data_dir>/inbox).
+    connector_roots: list[Path] = Field(default_factory=list)
     judge_base_url: str | None = None
     judge_model: str | None = None
     judge_api_key: SecretStr | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import time
 from contextlib import asynccontextmanager
@@ -15,6 +16,7 @@ from schemas.api import (
     IngestRequest, IngestResponse, QueryHit, QueryRequest, QueryResponse, RowResponse, StatsResponse, ThreadResponse,
 )
 from services.api import problems
+from services.api.auth import CurrentCaller, require_role
 from services.api.metrics import Metrics
 from services.core.evidence import render_evidence
 from services.memory import Caller, Memory
@@ -35,13 +37,11 @@ def state(request: Request) -> AppState:
     return request.app.state.orgmem
 
 
-def current_caller(request: Request) -> Caller:
-    # The embedded profile without keys: one tenant, unrestricted. Authentication replaces this.
-    return Caller()
-
-
 State = Annotated[AppState, Depends(state)]
-CurrentCaller = Annotated[Caller, Depends(current_caller)]
+Writer = Annotated[Caller, Depends(require_role("writer"))]
+
+# Modules that define an APIRouter named `router`, mounted as they are.
+ROUTERS = ["services.api.connectors"]
 
 
 def create_app(settings: Settings, memory: Memory, on_close=None) -> FastAPI:
@@ -98,7 +98,7 @@ def create_app(settings: Settings, memory: Memory, on_close=None) -> FastAPI:
         return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.post("/v1/documents", operation_id="ingest_documents", response_model=IngestResponse, tags=["memory"])
-    async def ingest(body: IngestRequest, s: State, caller: CurrentCaller) -> IngestResponse:
+    async def ingest(body: IngestRequest, s: State, caller: Writer) -> IngestResponse:
         limit = s.settings.limits.max_batch_documents
         if len(body.documents) > limit:
             return problems.problem(413, "Batch too large", f"documents: {len(body.documents)} documents exceeds "
@@ -144,4 +144,6 @@ def create_app(settings: Settings, memory: Memory, on_close=None) -> FastAPI:
     def stats(s: State, caller: CurrentCaller) -> StatsResponse:
         return StatsResponse(**s.memory.stats(caller.tenant))
 
+    for module in ROUTERS:
+        app.include_router(importlib.import_module(module).router)
     return app

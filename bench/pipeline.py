@@ -1,0 +1,119 @@
+"""Write-path throughput against the raw encoder, and query latency at 10k and 100k rows.
+
+    .venv/bin/python bench/pipeline.py [--docs 2000] [--sizes 10000 100000] [--queries 200]
+
+Throughput: the same texts are encoded by the bare sentence encoder, then ingested through the
+whole pipeline (append to the log, project into row store, tantivy and Qdrant Edge); the ratio is
+the target (>= 0.9). Latency: end-to-end retrieval (query embedding, three legs, fusion, reserve,
+row fetch) on the paper defaults, after the vector index is optimised. The stores are kept under
+bench/out/ so a second run skips the long build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.corpus import documents, queries  # noqa: E402
+from services.bootstrap import build_memory, embedder_for  # noqa: E402
+from services.memory import Caller  # noqa: E402
+from services.settings import Settings  # noqa: E402
+from workers.indexer.projector import embedding_text  # noqa: E402
+
+OUT = Path(__file__).resolve().parent / "out"
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
+
+
+def throughput(n: int) -> None:
+    docs = documents(n)
+    settings = Settings(data_dir=OUT / "throughput")
+    embedder = embedder_for(settings.embedder)
+    embedder.encode([d.text for d in docs[:64]])  # warm-up
+    started = time.perf_counter()
+    for start in range(0, n, 256):  # the indexer's batch size
+        embedder.encode([d.text for d in docs[start : start + 256]])
+    raw = n / (time.perf_counter() - started)
+
+    shutil.rmtree(settings.data_dir, ignore_errors=True)
+    memory, lock = build_memory(settings)
+    try:
+        started = time.perf_counter()
+        for start in range(0, n, 500):
+            memory.ingest(docs[start : start + 500])
+        memory.catch_up()
+        pipeline = n / (time.perf_counter() - started)
+        assert memory.rows.count()["active"] == n
+    finally:
+        memory.close()
+        lock.release()
+    print(f"\n## Write path, {n} documents (LoCoMo/QMSum turns)\n")
+    print("| measure | documents/s |\n|---|---|")
+    print(f"| raw encoder (batches of 256) | {raw:.1f} |")
+    print(f"| whole pipeline (log + row store + tantivy + Qdrant Edge) | {pipeline:.1f} |")
+    print(f"| ratio (target >= 0.9) | {pipeline / raw:.3f} |")
+
+
+def latency(sizes: list[int], n_queries: int) -> None:
+    settings = Settings(data_dir=OUT / f"latency-{max(sizes)}")
+    memory, lock = build_memory(settings)
+    qs = queries(n_queries)
+    rows = []
+    try:
+        docs = documents(max(sizes))
+        for size in sizes:
+            have = memory.rows.count()["active"]
+            if have < size:
+                started = time.perf_counter()
+                for start in range(have, size, 1000):
+                    memory.ingest(docs[start : min(start + 1000, size)])
+                    memory.catch_up()
+                    print(f"  built {min(start + 1000, size)} rows", file=sys.stderr)
+                print(f"  build to {size} rows: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+            started = time.perf_counter()
+            memory.vectors.optimize()
+            print(f"  vector optimize at {size}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+            scope = memory.scope_for(Caller())
+            config = memory.config_for()
+            for q in qs[:10]:
+                memory.query(q, scope, config)
+            timings = []
+            for q in qs:
+                started = time.perf_counter()
+                memory.query(q, scope, config)
+                timings.append((time.perf_counter() - started) * 1000)
+            rows.append((size, statistics.median(timings), percentile(timings, 0.95)))
+    finally:
+        memory.close()
+        lock.release()
+    print(f"\n## Query latency, {len(qs)} LoCoMo questions, paper defaults (C = 50, k = 50, conjunctive)\n")
+    print("| rows | p50 ms | p95 ms | target |\n|---|---|---|---|")
+    for size, p50, p95 in rows:
+        target = "p50 <= 15, p95 <= 40" if size >= 100_000 else ""
+        print(f"| {size} | {p50:.1f} | {p95:.1f} | {target} |")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--docs", type=int, default=2000)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--skip-throughput", action="store_true")
+    args = parser.parse_args()
+    if not args.skip_throughput:
+        throughput(args.docs)
+    latency(sorted(args.sizes), args.queries)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

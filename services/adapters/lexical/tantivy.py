@@ -1,0 +1,326 @@
+"""LexicalIndex on tantivy (embedded, one directory per index).
+
+The scope is compiled into non-scoring filter clauses of the same query that ranks, so every
+returned slot is an eligible row. Times are indexed as integer microseconds since the epoch
+(UTC) rather than tantivy dates: tantivy truncates indexed dates to whole seconds, which would
+make `event_time <= as_of` disagree with `services.core.scope.admits` inside a second.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+import tantivy
+
+from schemas.rows import Row
+from services.core.scope import Scope, acl_tokens
+from services.core.text import normalise_tag
+from services.ports import BackendUnavailable, Hit, OrgmemError
+
+COMPONENT = "lexical index (tantivy)"
+
+_WRITER_HEAP = 50_000_000
+# The top-k is fetched with this much slack so that a tie straddling the k-th place is seen whole
+# and broken by ingest position, not by tantivy's internal document order.
+_TIE_SLACK = 16
+
+_RAW = ("row_id", "tenant", "acl", "state", "kind", "author", "thread")
+_TEXT_FIELDS = ("text", "title")
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _schema() -> tantivy.Schema:
+    builder = tantivy.SchemaBuilder()
+    for name in _RAW:
+        builder.add_text_field(name, stored=name == "row_id", tokenizer_name="raw", index_option="basic")
+    for name in _TEXT_FIELDS:
+        # Positions are kept so a query term that analyses to several tokens matches as a phrase.
+        builder.add_text_field(name, tokenizer_name="en_stem", index_option="position")
+    builder.add_text_field("tag", tokenizer_name="raw", index_option="basic")
+    for name in ("event_time", "ingested_at", "ingest_position"):
+        builder.add_integer_field(name, indexed=True, fast=True)
+    return builder.build()
+
+
+def _query_analyzer() -> tantivy.TextAnalyzer:
+    """The same chain as tantivy's built-in `en_stem`, to analyse query terms exactly as the
+    `text` and `title` fields were analysed at index time."""
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
+
+
+def _micros(value: datetime) -> int:
+    # Naive datetimes are UTC, as in schemas.documents.
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _row_tags(row: Row) -> list[str]:
+    values = [row.author, row.thread or "", *row.participants, *row.tags]
+    return sorted({tag for tag in (normalise_tag(v) for v in values) if tag})
+
+
+@contextmanager
+def _driver_errors(action: str) -> Iterator[None]:
+    """The one place where tantivy's errors become ours."""
+    try:
+        yield
+    except OrgmemError:
+        raise
+    except (ValueError, OSError, RuntimeError) as exc:
+        detail = f"{action}: {exc}"
+        text = str(exc)
+        if isinstance(exc, OSError) or "LockBusy" in text or "IoError" in text or "Io(" in text:
+            raise BackendUnavailable(COMPONENT, detail) from exc
+        raise OrgmemError(f"{COMPONENT}: {detail}") from exc
+
+
+class TantivyLexicalIndex:
+    """BM25 text leg and tag leg over rows, with the scope applied inside the query."""
+
+    def __init__(self, path: Path):
+        self._path = Path(path)
+        self._schema = _schema()
+        self._analyzer = _query_analyzer()
+        # One writer at a time within this process; other processes are kept out by tantivy's
+        # lock, which is only held for the duration of a write call.
+        self._write_lock = threading.Lock()
+        try:
+            self._path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BackendUnavailable(COMPONENT, f"cannot create {self._path}: {exc}") from exc
+        with _driver_errors(f"open {self._path}"):
+            self._index: tantivy.Index | None = tantivy.Index(self._schema, str(self._path), reuse=True)
+            # Reload explicitly before each search (cheap) so commits by another process are
+            # visible at once instead of after a file-watch delay.
+            self._index.config_reader(reload_policy="manual")
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def upsert(self, rows: Sequence[Row]) -> None:
+        """Index or re-index rows in their current state; one commit; durable on return.
+
+        A row that cannot be turned into a document is reported in an OrgmemError raised after
+        the rest of the batch has been committed.
+        """
+        latest: dict[str, tuple[int, Row]] = {}
+        problems: list[str] = []
+        for i, row in enumerate(rows):
+            row_id = getattr(row, "row_id", None)
+            if not isinstance(row, Row) or not isinstance(row_id, str):
+                problems.append(f"rows[{i}]: expected a Row, got {type(row).__name__}")
+                continue
+            latest[row_id] = (i, row)  # the last version of a row in a batch wins
+        if not latest:
+            if problems:
+                raise OrgmemError(f"{COMPONENT}: upsert rejected " + "; ".join(problems))
+            return
+        documents: list[tuple[str, tantivy.Document]] = []
+        for row_id, (i, row) in latest.items():
+            try:
+                documents.append((row_id, self._document(row)))
+            except (ValueError, TypeError, OverflowError) as exc:
+                problems.append(f"rows[{i}] (row_id={row_id!r}): {exc}")
+
+        def write(writer: tantivy.IndexWriter) -> None:
+            for row_id, document in documents:
+                writer.delete_documents_by_term("row_id", row_id)
+                writer.add_document(document)
+
+        self._write("upsert", write)
+        if problems:
+            raise OrgmemError(f"{COMPONENT}: upsert skipped " + "; ".join(problems))
+
+    def reset(self) -> None:
+        """Remove every document (a rebuild replays the log into the empty index)."""
+        self._write("reset", lambda writer: writer.delete_all_documents())
+
+    def close(self) -> None:
+        self._index = None
+
+    def _document(self, row: Row) -> tantivy.Document:
+        fields: dict[str, object] = {
+            "row_id": row.row_id,
+            "tenant": row.tenant,
+            "acl": acl_tokens(row.acl),
+            "state": row.state,
+            "kind": row.kind,
+            "author": row.author,
+            "text": row.text,
+            "ingested_at": _field_micros("ingested_at", row.ingested_at),
+            "ingest_position": row.ingest_position,
+        }
+        if row.thread is not None:
+            fields["thread"] = row.thread
+        if row.title:
+            fields["title"] = row.title
+        if row.event_time is not None:
+            fields["event_time"] = _field_micros("event_time", row.event_time)
+        tags = _row_tags(row)
+        if tags:
+            fields["tag"] = tags
+        return tantivy.Document(**fields)
+
+    def _write(self, action: str, operation) -> None:
+        index = self._open_index()
+        with self._write_lock, _driver_errors(action):
+            writer = index.writer(heap_size=_WRITER_HEAP, num_threads=1)
+            try:
+                operation(writer)
+                writer.commit()
+                # Finish merges now: the writer (and the directory lock) is released on return,
+                # and an abandoned merge would leave small segments piling up.
+                writer.wait_merging_threads()
+            except BaseException:
+                try:
+                    writer.rollback()
+                except ValueError:
+                    pass  # already consumed by wait_merging_threads; nothing to roll back
+                raise
+            finally:
+                # Drop our only reference so the lock is released even while a traceback that
+                # holds this frame is still alive.
+                writer = None  # noqa: F841
+            index.reload()
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def search_text(self, terms: Sequence[str], scope: Scope, limit: int, conjunctive: bool) -> list[Hit]:
+        if limit <= 0:
+            return []
+        clauses: list[tantivy.Query] = []
+        seen: set[tuple[str, ...]] = set()
+        for term in terms:
+            tokens = tuple(self._analyzer.analyze(term))
+            # A term with no indexable token (punctuation, over-long) can match nothing; it is
+            # dropped rather than turning a conjunctive query into an empty one.
+            if not tokens or tokens in seen:
+                continue
+            seen.add(tokens)
+            clauses.append(self._term_clause(tokens))
+        if not clauses:
+            return []
+        occur = tantivy.Occur.Must if conjunctive else tantivy.Occur.Should
+        with _driver_errors("search_text"):
+            ranking = tantivy.Query.boolean_query([(occur, clause) for clause in clauses])
+            return self._search(self._searcher(), ranking, scope, limit)
+
+    def search_tags(self, candidates: Sequence[str], scope: Scope, limit: int) -> list[Hit]:
+        if limit <= 0:
+            return []
+        tags = sorted({tag for tag in (normalise_tag(c) for c in candidates) if tag})
+        if not tags:
+            return []
+        with _driver_errors("search_tags"):
+            searcher = self._searcher()
+            total = searcher.num_docs
+            # Each matched tag adds its BM25 idf. No length normalisation: with it, a row with
+            # many participants would rank below a row matching fewer of the query's tags.
+            clauses = []
+            for tag in tags:
+                frequency = searcher.doc_freq("tag", tag)
+                if frequency == 0:
+                    continue
+                idf = math.log(1.0 + (total - frequency + 0.5) / (frequency + 0.5))
+                term = tantivy.Query.term_query(self._schema, "tag", tag)
+                clauses.append((tantivy.Occur.Should, tantivy.Query.const_score_query(term, idf)))
+            if not clauses:
+                return []
+            return self._search(searcher, tantivy.Query.boolean_query(clauses), scope, limit)
+
+    def _term_clause(self, tokens: tuple[str, ...]) -> tantivy.Query:
+        per_field = []
+        for name in _TEXT_FIELDS:
+            if len(tokens) == 1:
+                per_field.append(tantivy.Query.term_query(self._schema, name, tokens[0]))
+            else:
+                per_field.append(tantivy.Query.phrase_query(self._schema, name, list(tokens)))
+        return tantivy.Query.boolean_query([(tantivy.Occur.Should, q) for q in per_field])
+
+    def _scope_filter(self, scope: Scope) -> tantivy.Query:
+        """The scope as one zero-scoring query (mirrors services.core.scope.admits)."""
+        schema, Query, Occur = self._schema, tantivy.Query, tantivy.Occur
+        must = [Query.term_query(schema, "tenant", scope.tenant)]
+        must_not: list[tantivy.Query] = []
+
+        def one_of(field: str, values) -> tantivy.Query:
+            values = sorted(values)
+            return Query.term_set_query(schema, field, values) if values else Query.empty_query()
+
+        def at_most(field: str, bound: datetime) -> tantivy.Query:
+            return Query.range_query(
+                schema, field, tantivy.FieldType.Integer, upper_bound=_field_micros(field, bound)
+            )
+
+        readers = scope.reader_tokens()
+        if readers is not None:
+            must.append(one_of("acl", readers))
+        if scope.as_of is not None:
+            must.append(at_most("event_time", scope.as_of))  # rows without event_time fail
+        if scope.known_at is not None:
+            must.append(at_most("ingested_at", scope.known_at))
+            if scope.inactive_at_known:
+                must_not.append(one_of("row_id", scope.inactive_at_known))
+        else:
+            must.append(Query.term_query(schema, "state", "active"))
+        for field, values in (("kind", scope.kinds), ("author", scope.authors), ("thread", scope.threads)):
+            if values is not None:
+                must.append(one_of(field, values))
+        combined = Query.boolean_query(
+            [(Occur.Must, q) for q in must] + [(Occur.MustNot, q) for q in must_not]
+        )
+        return Query.const_score_query(combined, 0.0)
+
+    def _searcher(self) -> tantivy.Searcher:
+        index = self._open_index()
+        index.reload()
+        return index.searcher()
+
+    def _search(self, searcher: tantivy.Searcher, ranking: tantivy.Query, scope: Scope, limit: int) -> list[Hit]:
+        query = tantivy.Query.boolean_query(
+            [(tantivy.Occur.Must, ranking), (tantivy.Occur.Must, self._scope_filter(scope))]
+        )
+        fetch = limit + _TIE_SLACK
+        while True:
+            hits = searcher.search(query, limit=fetch, count=False).hits
+            # Stop once the fetch reaches past the k-th score, or everything that matches is here.
+            if len(hits) < fetch or hits[-1][0] != hits[limit - 1][0]:
+                break
+            fetch *= 4
+        positions = searcher.fast_field_values("ingest_position", [address for _, address in hits])
+        ranked = sorted(
+            ((score, position or 0, address) for (score, address), position in zip(hits, positions)),
+            key=lambda item: (-item[0], -item[1]),
+        )
+        # Row ids are only read for the slots returned, plus any rows tied with the last one.
+        end = min(limit, len(ranked))
+        while end < len(ranked) and ranked[end][:2] == ranked[end - 1][:2]:
+            end += 1
+        chosen = [
+            (score, position, searcher.doc(address)["row_id"][0]) for score, position, address in ranked[:end]
+        ]
+        chosen.sort(key=lambda item: (-item[0], -item[1], item[2]))
+        return [Hit(row_id, float(score)) for score, _, row_id in chosen[:limit]]
+
+    def _open_index(self) -> tantivy.Index:
+        if self._index is None:
+            raise OrgmemError(f"{COMPONENT}: index at {self._path} is closed")
+        return self._index
+
+
+def _field_micros(field: str, value: datetime) -> int:
+    if not isinstance(value, datetime):
+        raise TypeError(f"{field}: expected a datetime, got {type(value).__name__}")
+    return _micros(value)

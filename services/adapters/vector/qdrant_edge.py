@@ -1,0 +1,251 @@
+"""VectorIndex on Qdrant Edge: the Qdrant engine in-process, one shard in one folder.
+
+Writes go to the shard's appendable segment and are searched exactly (brute force under the
+payload filter). Building the HNSW graph is `optimize()`, a separate, blocking call for the
+indexer or the CLI after a bulk load: it holds the Python interpreter lock for its whole run
+(tens of seconds at 100k rows), so it must never run on the request path.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+from qdrant_edge import (
+    Distance,
+    EdgeConfig,
+    EdgeShard,
+    EdgeVectorParams,
+    FieldCondition,
+    Filter,
+    KeywordIndexParams,
+    MatchAny,
+    MatchValue,
+    PayloadSchemaType,
+    Point,
+    Query,
+    QueryRequest,
+    RangeDateTime,
+    UpdateOperation,
+)
+
+from schemas.rows import Row
+from services.adapters.vector._payload import (
+    DATETIME_FIELDS,
+    HIT_FIELDS,
+    KEYWORD_FIELDS,
+    TENANT_FIELD,
+    TIE_MARGIN,
+    Condition,
+    InvalidVectors,
+    checked_batch,
+    checked_limit,
+    checked_query,
+    cut,
+    point_id,
+    rank,
+    row_payload,
+    scope_filter,
+    scored,
+)
+from services.core.scope import Scope
+from services.ports import BackendUnavailable, Hit, OrgmemError
+
+COMPONENT = "vector index"
+# Points per update call: bounds the Python-side lists built for one call.
+UPSERT_BATCH = 1000
+
+
+class QdrantEdgeVectorIndex:
+    def __init__(self, path: Path, dim: int):
+        if dim <= 0:
+            raise OrgmemError(f"dim: expected a positive vector size, got {dim}")
+        self.path = Path(path)
+        self.dim = dim
+        self._lock = threading.Lock()  # writes and open/close/reset never interleave
+        self._shard: EdgeShard | None = self._open()
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def _config(self) -> EdgeConfig:
+        return EdgeConfig(vectors=EdgeVectorParams(size=self.dim, distance=Distance.Cosine))
+
+    def _open(self) -> EdgeShard:
+        existing = self.path.is_dir() and any(self.path.iterdir())
+        with self._driver("open"):
+            try:
+                if existing:
+                    shard = EdgeShard.load(str(self.path), self._config())
+                else:
+                    self.path.mkdir(parents=True, exist_ok=True)
+                    shard = EdgeShard.create(str(self.path), self._config())
+            except Exception as exc:
+                if "incompatible" in str(exc):
+                    raise OrgmemError(
+                        f"vector index at {self.path}: stored shard does not fit dim={self.dim}: {exc}"
+                    ) from exc
+                raise
+            # Created on every open, not only on create: a shard created by a run that stopped
+            # before its indexes were made still gets them.
+            have = set(shard.info().payload_schema)
+            for name, schema in _payload_indexes():
+                if name not in have:
+                    shard.update(UpdateOperation.create_field_index(name, schema))
+        return shard
+
+    def close(self) -> None:
+        with self._lock:
+            shard, self._shard = self._shard, None
+            if shard is not None:
+                with self._driver("close"):
+                    shard.flush()
+                    shard.close()
+
+    def reset(self) -> None:
+        """Drop every point and start an empty shard in the same folder (for a rebuild)."""
+        with self._lock:
+            shard, self._shard = self._shard, None
+            if shard is not None:
+                with self._driver("close before reset"):
+                    shard.close()
+            shutil.rmtree(self.path, ignore_errors=True)
+            self._shard = self._open()
+
+    def optimize(self) -> bool:
+        """Build the HNSW graph and merge segments; blocks (and holds the GIL) until done.
+
+        Returns True when anything was optimized. Call after bulk loads, off the request path."""
+        with self._lock:
+            shard = self._live()
+            with self._driver("optimize"):
+                changed = shard.optimize()
+                shard.flush()
+            return bool(changed)
+
+    # --- writes ----------------------------------------------------------------------------
+
+    def upsert(self, rows: Sequence[Row], vectors: np.ndarray) -> None:
+        """Index rows with their vectors; a re-upsert replaces. Durable (flushed) on return."""
+        matrix, problems = checked_batch(rows, vectors, self.dim)
+        points = [
+            Point(point_id(row.row_id), matrix[i].tolist(), row_payload(row))
+            for i, row in enumerate(rows)
+            if row.row_id not in problems
+        ]
+        with self._lock:
+            shard = self._live()
+            with self._driver("upsert"):
+                for start in range(0, len(points), UPSERT_BATCH):
+                    shard.update(UpdateOperation.upsert_points(points[start : start + UPSERT_BATCH]))
+                if points:
+                    shard.flush()
+        if problems:
+            raise InvalidVectors(problems)
+
+    def update_state(self, rows: Sequence[Row]) -> None:
+        """Replace the payload of rows already indexed (state and the rest); vectors stay."""
+        if not rows:
+            return
+        latest = {row.row_id: row for row in rows}  # the last version of a row in the batch wins
+        with self._lock:
+            shard = self._live()
+            with self._driver("update_state"):
+                present = {
+                    str(record.id)
+                    for record in shard.retrieve(
+                        [point_id(rid) for rid in latest], with_payload=False, with_vector=False
+                    )
+                }
+                # Overwrite, not merge: a key that became absent (event_time, thread) must go.
+                for row_id, row in latest.items():
+                    pid = point_id(row_id)
+                    if pid in present:
+                        shard.update(UpdateOperation.overwrite_payload([pid], row_payload(row)))
+                if present:
+                    shard.flush()
+
+    # --- reads -----------------------------------------------------------------------------
+
+    def search(self, vector: np.ndarray, scope: Scope, limit: int) -> list[Hit]:
+        """Cosine nearest rows admitted by `scope`; the scope is a filter inside the search."""
+        query = checked_query(vector, self.dim)
+        if checked_limit(limit) == 0:
+            return []
+        wanted = scope_filter(scope)
+        if wanted.empty:
+            return []
+        qfilter = Filter(
+            must=[_condition(c) for c in wanted.must],
+            must_not=[_condition(c) for c in wanted.must_not] or None,
+        )
+        shard = self._live()
+        fetch = limit + TIE_MARGIN
+        while True:
+            with self._driver("search"):
+                points = shard.query(
+                    QueryRequest(
+                        limit=fetch, query=Query.Nearest(query), filter=qfilter, with_payload=HIT_FIELDS
+                    )
+                )
+            ranked = rank(
+                scored((p.payload or {}).get("row_id"), p.score, (p.payload or {}).get("ingest_position"))
+                for p in points
+            )
+            hits = cut(ranked, limit, fetch)
+            if hits is not None:
+                return hits
+            fetch *= 4
+
+    def vectors(self, row_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored (unit-norm) vectors by row id; ids not indexed are absent."""
+        if not row_ids:
+            return {}
+        by_point = {point_id(rid): rid for rid in row_ids}
+        shard = self._live()
+        with self._driver("vectors"):
+            records = shard.retrieve(list(by_point), with_payload=False, with_vector=True)
+        found: dict[str, np.ndarray] = {}
+        for record in records:
+            stored = record.vector
+            if isinstance(stored, dict):  # named-vector form; ours is the default ("") vector
+                stored = stored.get("")
+            if stored is not None:
+                found[by_point[str(record.id)]] = np.asarray(stored, dtype=np.float32)
+        return found
+
+    # --- boundary --------------------------------------------------------------------------
+
+    def _live(self) -> EdgeShard:
+        shard = self._shard
+        if shard is None:
+            raise BackendUnavailable(COMPONENT, f"Qdrant Edge shard at {self.path} is closed")
+        return shard
+
+    @contextmanager
+    def _driver(self, action: str) -> Iterator[None]:
+        """The one place Qdrant Edge errors become ours (the driver raises bare Exception)."""
+        try:
+            yield
+        except OrgmemError:
+            raise
+        except Exception as exc:
+            raise BackendUnavailable(COMPONENT, f"Qdrant Edge at {self.path}: {action} failed: {exc}") from exc
+
+
+def _payload_indexes() -> list[tuple[str, object]]:
+    indexes: list[tuple[str, object]] = [(TENANT_FIELD, KeywordIndexParams(is_tenant=True))]
+    indexes += [(name, PayloadSchemaType.Keyword) for name in KEYWORD_FIELDS]
+    indexes += [(name, PayloadSchemaType.Datetime) for name in DATETIME_FIELDS]
+    return indexes
+
+
+def _condition(condition: Condition) -> FieldCondition:
+    if condition.op == "eq":
+        return FieldCondition(condition.key, match=MatchValue(condition.value))
+    if condition.op == "any":
+        return FieldCondition(condition.key, match=MatchAny(list(condition.value)))
+    return FieldCondition(condition.key, range=RangeDateTime(lte=condition.value))

@@ -1,0 +1,229 @@
+"""VectorIndex on a Qdrant server through `qdrant-client` (cluster profile).
+
+The same class also runs on qdrant-client's local mode (`QdrantClient(path=...)` or
+`":memory:"`), which speaks the same API; the contract tests use it when no server is there.
+One collection holds every tenant; `tenant` is a tenant-partitioned payload index.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import numpy as np
+from qdrant_client import QdrantClient
+from qdrant_client import models as qm
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+from schemas.rows import Row
+from services.adapters.vector._payload import (
+    DATETIME_FIELDS,
+    HIT_FIELDS,
+    KEYWORD_FIELDS,
+    TENANT_FIELD,
+    TIE_MARGIN,
+    Condition,
+    InvalidVectors,
+    checked_batch,
+    checked_limit,
+    checked_query,
+    cut,
+    point_id,
+    rank,
+    row_payload,
+    scope_filter,
+    scored,
+)
+from services.core.scope import Scope
+from services.ports import BackendUnavailable, Hit, OrgmemError
+
+COMPONENT = "vector index"
+# Points per request: keeps one HTTP body at a few MB for 384-d vectors.
+UPSERT_BATCH = 256
+
+
+class QdrantServerVectorIndex:
+    """`client` is owned from here on: `close()` closes it."""
+
+    def __init__(self, client: QdrantClient, collection: str, dim: int, batch_size: int = UPSERT_BATCH):
+        if dim <= 0:
+            raise OrgmemError(f"dim: expected a positive vector size, got {dim}")
+        if not collection:
+            raise OrgmemError("collection: must be a non-empty name")
+        self.client = client
+        self.collection = collection
+        self.dim = dim
+        self.batch_size = max(1, batch_size)
+        self._ensure_collection()
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def _ensure_collection(self) -> None:
+        with self._driver("open collection"):
+            if not self.client.collection_exists(self.collection):
+                try:
+                    self.client.create_collection(
+                        self.collection,
+                        vectors_config=qm.VectorParams(size=self.dim, distance=qm.Distance.COSINE),
+                    )
+                except (UnexpectedResponse, ValueError):
+                    # Another process may have created it between the check and the create.
+                    if not self.client.collection_exists(self.collection):
+                        raise
+            info = self.client.get_collection(self.collection)
+            stored = info.config.params.vectors
+            if not isinstance(stored, qm.VectorParams) or stored.size != self.dim:
+                raise OrgmemError(
+                    f"collection {self.collection!r}: stored vectors are {stored}, expected one "
+                    f"unnamed vector of size {self.dim}"
+                )
+            have = set(info.payload_schema or {})
+            with warnings.catch_warnings():
+                # Local mode warns that payload indexes are no-ops there; filters still work.
+                warnings.filterwarnings("ignore", message="Payload indexes have no effect")
+                for name, schema in _payload_indexes():
+                    if name not in have:
+                        self.client.create_payload_index(self.collection, name, field_schema=schema, wait=True)
+
+    def close(self) -> None:
+        with self._driver("close"):
+            self.client.close()
+
+    def reset(self) -> None:
+        """Drop the collection and create it empty (for a rebuild)."""
+        with self._driver("reset"):
+            self.client.delete_collection(self.collection)
+        self._ensure_collection()
+
+    def optimize(self) -> bool:
+        """Nothing to do: the server builds its HNSW graph in the background by itself.
+
+        Present so callers can treat both adapters alike after a bulk load."""
+        return False
+
+    # --- writes ----------------------------------------------------------------------------
+
+    def upsert(self, rows: Sequence[Row], vectors: np.ndarray) -> None:
+        """Index rows with their vectors; a re-upsert replaces. Acknowledged = durable (wait=True)."""
+        matrix, problems = checked_batch(rows, vectors, self.dim)
+        points = [
+            qm.PointStruct(id=point_id(row.row_id), vector=matrix[i].tolist(), payload=row_payload(row))
+            for i, row in enumerate(rows)
+            if row.row_id not in problems
+        ]
+        with self._driver("upsert"):
+            for start in range(0, len(points), self.batch_size):
+                self.client.upsert(self.collection, points=points[start : start + self.batch_size], wait=True)
+        if problems:
+            raise InvalidVectors(problems)
+
+    def update_state(self, rows: Sequence[Row]) -> None:
+        """Replace the payload of rows already indexed (state and the rest); vectors stay."""
+        if not rows:
+            return
+        latest = {row.row_id: row for row in rows}  # the last version of a row in the batch wins
+        ids = [point_id(rid) for rid in latest]
+        with self._driver("update_state"):
+            present = {
+                str(record.id)
+                for record in self.client.retrieve(self.collection, ids, with_payload=False, with_vectors=False)
+            }
+            # Overwrite, not merge: a key that became absent (event_time, thread) must go.
+            # A row never indexed is skipped: overwriting a missing point fails the whole batch.
+            operations = [
+                qm.OverwritePayloadOperation(
+                    overwrite_payload=qm.SetPayload(payload=row_payload(row), points=[point_id(row_id)])
+                )
+                for row_id, row in latest.items()
+                if point_id(row_id) in present
+            ]
+            for start in range(0, len(operations), self.batch_size):
+                self.client.batch_update_points(
+                    self.collection, operations[start : start + self.batch_size], wait=True
+                )
+
+    # --- reads -----------------------------------------------------------------------------
+
+    def search(self, vector: np.ndarray, scope: Scope, limit: int) -> list[Hit]:
+        """Cosine nearest rows admitted by `scope`; the scope is a filter inside the search."""
+        query = checked_query(vector, self.dim)
+        if checked_limit(limit) == 0:
+            return []
+        wanted = scope_filter(scope)
+        if wanted.empty:
+            return []
+        qfilter = qm.Filter(
+            must=[_condition(c) for c in wanted.must],
+            must_not=[_condition(c) for c in wanted.must_not] or None,
+        )
+        fetch = limit + TIE_MARGIN
+        while True:
+            with self._driver("search"):
+                points = self.client.query_points(
+                    self.collection, query=query, query_filter=qfilter, limit=fetch, with_payload=HIT_FIELDS
+                ).points
+            ranked = rank(
+                scored((p.payload or {}).get("row_id"), p.score, (p.payload or {}).get("ingest_position"))
+                for p in points
+            )
+            hits = cut(ranked, limit, fetch)
+            if hits is not None:
+                return hits
+            fetch *= 4
+
+    def vectors(self, row_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored (unit-norm) vectors by row id; ids not indexed are absent."""
+        if not row_ids:
+            return {}
+        by_point = {point_id(rid): rid for rid in row_ids}
+        with self._driver("vectors"):
+            records = self.client.retrieve(self.collection, list(by_point), with_payload=False, with_vectors=True)
+        found: dict[str, np.ndarray] = {}
+        for record in records:
+            stored = record.vector
+            if isinstance(stored, dict):  # named-vector form; ours is the default ("") vector
+                stored = stored.get("")
+            if stored is not None:
+                found[by_point[str(record.id)]] = np.asarray(stored, dtype=np.float32)
+        return found
+
+    # --- boundary --------------------------------------------------------------------------
+
+    @contextmanager
+    def _driver(self, action: str) -> Iterator[None]:
+        """The one place qdrant-client errors become ours."""
+        where = f"Qdrant collection {self.collection!r}: {action} failed"
+        try:
+            yield
+        except OrgmemError:
+            raise
+        except UnexpectedResponse as exc:
+            # 4xx is a request the server understood and refused: our problem, not an outage.
+            if exc.status_code is not None and 400 <= exc.status_code < 500:
+                raise OrgmemError(f"{COMPONENT}: {where}: HTTP {exc.status_code}: {exc.content!r}") from exc
+            raise BackendUnavailable(COMPONENT, f"{where}: HTTP {exc.status_code}") from exc
+        except (ResponseHandlingException, OSError, RuntimeError) as exc:
+            # Connection refused/reset, timeouts, TLS; RuntimeError is a closed local client.
+            raise BackendUnavailable(COMPONENT, f"{where}: {exc}") from exc
+        except Exception as exc:
+            if type(exc).__module__.startswith("grpc"):  # prefer_grpc clients raise RpcError
+                raise BackendUnavailable(COMPONENT, f"{where}: {exc}") from exc
+            raise OrgmemError(f"{COMPONENT}: {where}: {exc}") from exc
+
+
+def _payload_indexes() -> list[tuple[str, object]]:
+    indexes: list[tuple[str, object]] = [
+        (TENANT_FIELD, qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True))
+    ]
+    indexes += [(name, qm.PayloadSchemaType.KEYWORD) for name in KEYWORD_FIELDS]
+    indexes += [(name, qm.PayloadSchemaType.DATETIME) for name in DATETIME_FIELDS]
+    return indexes
+
+
+def _condition(condition: Condition) -> qm.FieldCondition:
+    if condition.op == "eq":
+        return qm.FieldCondition(key=condition.key, match=qm.MatchValue(value=condition.value))
+    if condition.op == "any":
+        return qm.FieldCondition(key=condition.key, match=qm.MatchAny(any=list(condition.value)))
+    return qm.FieldCondition(key=condition.key, range=qm.DatetimeRange(lte=condition.value))

@@ -1,0 +1,108 @@
+"""`orgmem connect ...`: run a connector over files, a folder or an IMAP account."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from pydantic import SecretStr
+
+
+def _run(args, kind: str, **options) -> int:
+    from services.bootstrap import open_event_log
+    from services.cli import _index, _settings
+    from services.connect import run_connector
+    from services.memory import Caller
+
+    settings = _settings(args)
+    event_log = open_event_log(settings)
+    try:
+        report, position = run_connector(kind, getattr(args, "paths", []), event_log, Path(settings.data_dir),
+                                         Caller(tenant=args.tenant), **options)
+    finally:
+        event_log.close()
+    summary = report.to_dict()
+    for letter in summary["dead_letters"]:
+        print(f"dead letter: {letter['path']}: {letter['reason']}", file=sys.stderr)
+    print(json.dumps({k: v for k, v in summary.items() if k != "dead_letters"} | {
+        "dead_letters": len(summary["dead_letters"]), "log_position": position}))
+    if not args.no_index:
+        _index(settings)
+    return 0
+
+
+def cmd_email(args) -> int:
+    return _run(args, "email", acl_from_participants=args.acl_from_participants)
+
+
+def cmd_imap(args) -> int:
+    from services.connectors.imap import ImapSettings
+
+    password = os.environ.get("ORGMEM_IMAP_PASSWORD")
+    if not password:
+        print("orgmem: set ORGMEM_IMAP_PASSWORD (the password is never read from the command line)", file=sys.stderr)
+        return 2
+    imap = ImapSettings(host=args.host, port=args.port, username=args.user, password=SecretStr(password),
+                        ssl=not args.no_ssl, starttls=args.starttls)
+    return _run(args, "imap", imap=imap, mailboxes=tuple(args.mailbox or ["INBOX"]),
+                acl_from_participants=args.acl_from_participants)
+
+
+def cmd_tickets(args) -> int:
+    return _run(args, "tickets", format=args.format, acl_from_participants=args.acl_from_participants)
+
+
+def cmd_csv(args) -> int:
+    mapping = dict(item.split("=", 1) for item in args.map)
+    return _run(args, "csv", mapping=mapping, acl_from_participants=args.acl_from_participants)
+
+
+def cmd_meetings(args) -> int:
+    return _run(args, "meetings", date=args.date, acl_from_participants=args.acl_from_participants)
+
+
+def cmd_dead_letters(args) -> int:
+    from services.cli import _settings
+    from services.connectors.base import read_dead_letters
+
+    for letter in read_dead_letters(Path(_settings(args).data_dir)):
+        print(f"{letter.at}  {letter.connector}  {letter.path}: {letter.reason}")
+    return 0
+
+
+def register(command, sub) -> None:
+    connect = sub.add_parser("connect", help="run a connector (email, imap, tickets, csv, meetings)")
+    kinds = connect.add_subparsers(dest="connector", required=True)
+
+    def kind(name, handler, help_, paths=True):
+        p = kinds.add_parser(name, help=help_)
+        p.add_argument("--data", default=None, help="data folder (default ./orgmem-data)")
+        p.add_argument("--tenant", default="default")
+        p.add_argument("--no-index", action="store_true", help="append only; a running server indexes")
+        p.add_argument("--acl-from-participants", action="store_true",
+                       help="limit each document to its participants (mail To/Cc, ticket people, invitees)")
+        if paths:
+            p.add_argument("paths", nargs="+")
+        p.set_defaults(handler=handler)
+        return p
+
+    kind("email", cmd_email, ".eml files, mbox files, maildir folders, or folders of them")
+    p = kind("imap", cmd_imap, "a live IMAP account, incremental by UIDVALIDITY/UID", paths=False)
+    p.add_argument("--host", required=True)
+    p.add_argument("--port", type=int, default=993)
+    p.add_argument("--user", required=True)
+    p.add_argument("--mailbox", action="append")
+    p.add_argument("--no-ssl", action="store_true")
+    p.add_argument("--starttls", action="store_true")
+    p = kind("tickets", cmd_tickets, "Jira (REST/export JSON, JSONL) or GitHub issues JSON")
+    p.add_argument("--format", default="auto", choices=["auto", "jira", "github"])
+    p = kind("csv", cmd_csv, "tickets from a CSV file with a column mapping")
+    p.add_argument("--map", nargs="+", required=True, metavar="FIELD=COLUMN",
+                   help="id=, title=, text=, author=, date= and optionally status=, priority=, assignee=, labels=, comments=")
+    p = kind("meetings", cmd_meetings, "WebVTT, SRT, 'Speaker: text' transcripts, QMSum-style JSON")
+    p.add_argument("--date", help="meeting date when the file carries none")
+    p = kinds.add_parser("dead-letters", help="inputs that could not be parsed, with the reason")
+    p.add_argument("--data", default=None)
+    p.set_defaults(handler=cmd_dead_letters)

@@ -1,0 +1,479 @@
+"""Email connector: RFC 5322 messages from .eml files, mbox files and maildir folders.
+
+One message, one document. The stdlib `email` package splits the MIME tree (compat32) and this
+module decodes headers, charsets and encoded words itself, so that malformed input degrades to a
+warning instead of an exception; BeautifulSoup turns HTML bodies into text. `parse_email` is pure
+and shared with the live IMAP connector (imap.py).
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import logging
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import timezone
+from email import policy
+from email.errors import CloseBoundaryNotFoundDefect, StartBoundaryNotFoundDefect
+from email.header import decode_header
+from email.message import Message
+from email.parser import BytesParser
+from email.utils import getaddresses, parsedate_to_datetime
+from pathlib import Path
+
+from bs4 import BeautifulSoup
+from pydantic import ValidationError
+
+from schemas.documents import MAX_TAGS, MAX_TEXT_CHARS, DocumentIn
+from services.connectors.base import ConnectorReport, ConnectorState, DeadLetter, Sink
+from services.ports import OrgmemError
+
+log = logging.getLogger(__name__)
+
+CONNECTOR = "email"
+SOURCE = "email"
+# compat32 hands back header text untouched; we decode it ourselves. The default policy's header
+# objects are about ten times slower on large address lists and raise on some malformed values.
+_PARSER = BytesParser(policy=policy.compat32)
+_SUBJECT_PREFIX = re.compile(r"^\s*(?:(?:re|fw|fwd|aw|wg|sv|vs|tr)\s*(?:\[\d+\])?\s*:\s*)+", re.I)
+_SUBJECT_LABEL = re.compile(r"^\s*\[([^\[\]]{1,64})\]\s*")
+_MSG_ID = re.compile(r"<([^<>\s]+)>")
+_HEADER_LINE = re.compile(rb"^[\x21-\x39\x3b-\x7e]+:")
+_KNOWN_HEADERS = re.compile(rb"^(?:from|to|date|subject|message-id|received|return-path):", re.I | re.M)
+_TEXT_APPLICATIONS = {"json", "xml", "javascript", "x-sh", "x-yaml", "yaml", "csv", "x-csv", "sql"}
+_TEXT_EXTENSIONS = {".txt", ".csv", ".md", ".json", ".xml", ".log", ".yaml", ".yml", ".ics"}
+_HTML_BLOCKS = ["p", "div", "tr", "li", "ul", "ol", "table", "h1", "h2", "h3", "h4", "h5", "h6",
+                "blockquote", "pre", "hr", "section", "article", "header", "footer"]
+
+
+class EmailParseError(OrgmemError):
+    """A message that cannot become a document; the message names the field and the problem."""
+
+
+@dataclass(frozen=True)
+class ParsedEmail:
+    document: DocumentIn
+    warnings: tuple[str, ...] = ()  # "Field: problem" notes; the document still goes in
+
+    @property
+    def undated(self) -> bool:
+        return self.document.date is None
+
+
+@dataclass
+class EmailReport(ConnectorReport):
+    undated: int = 0  # documents ingested with date=None (no or unparseable Date header)
+    warnings: list[str] = field(default_factory=list)  # "<path>[#n]: Field: problem"
+
+    def note(self, label: str, parsed: ParsedEmail) -> None:
+        self.undated += parsed.undated
+        self.warnings += [f"{label}: {w}" for w in parsed.warnings]
+
+
+def _decode_bytes(data: bytes, charset: str | None) -> tuple[str, str | None]:
+    """Decode text bytes; a bad or unknown charset falls back to UTF-8, then Windows-1252."""
+    warning = None
+    if charset:
+        try:
+            name = codecs.lookup(charset.strip().strip('"')).name
+            if name == "iso8859-1":  # as browsers do: Latin-1 labels mostly hide Windows-1252 text
+                return data.decode("cp1252", errors="replace"), None
+            if name != "ascii":
+                return data.decode(name, errors="replace"), None
+        except (LookupError, ValueError):  # an unknown name, or a codec that is not a text encoding
+            warning = f"unknown charset {charset!r}"
+    try:
+        return data.decode("utf-8"), warning
+    except UnicodeDecodeError:
+        # Mail labelled ASCII (or not labelled) but holding 8-bit bytes is nearly always Windows-1252.
+        return data.decode("cp1252", errors="replace"), warning
+
+
+def _clean(text: str) -> str:
+    return " ".join(text.replace("\x00", "").split())
+
+
+def _unescape_raw(raw: str) -> str:
+    if not any("\udc80" <= ch <= "\udcff" for ch in raw):
+        return raw
+    return _decode_bytes(raw.encode("ascii", "surrogateescape"), None)[0]
+
+
+def _decode_words(text: str) -> str:
+    """Decode RFC 2047 encoded words; unknown charsets fall back, broken words stay as they came."""
+    if "=?" not in text:
+        return text
+    try:
+        # decode_header hands back unencoded runs as raw-unicode-escape bytes (charset None).
+        return "".join(
+            chunk if isinstance(chunk, str)
+            else chunk.decode("raw-unicode-escape") if charset is None
+            else _decode_bytes(chunk, charset)[0]
+            for chunk, charset in decode_header(text)
+        )
+    except Exception:  # a malformed encoded word: keep the text as it came
+        return text
+
+
+def _raw_values(msg: Message, name: str) -> list[str]:
+    return [value for key, value in msg.raw_items() if key.lower() == name.lower()]
+
+
+def _header(msg: Message, name: str) -> str:
+    """The decoded value of the first `name` header, or "" when absent."""
+    raw = _raw_values(msg, name)
+    return _clean(_decode_words(_unescape_raw(raw[0]))) if raw else ""
+
+
+def _addresses(msg: Message, name: str) -> list[tuple[str, str]]:
+    """(display name, lower-cased address) pairs from every `name` header."""
+    pairs = getaddresses([_unescape_raw(v) for v in _raw_values(msg, name)])
+    return [(_clean(_decode_words(n)), _clean(a).lower().strip("<>")) for n, a in pairs if _clean(a)]
+
+
+def _format(pairs: Sequence[tuple[str, str]]) -> str:
+    return ", ".join(f"{name} <{addr}>" if name else addr for name, addr in pairs)
+
+
+def _ids(value: str) -> list[str]:
+    found = _MSG_ID.findall(value)
+    return found or value.split()
+
+
+def html_to_text(html: str) -> str:
+    """Visible text of an HTML body, one line per block element."""
+    soup = BeautifulSoup(html, "html.parser")
+    for tag in soup(["script", "style", "head", "title", "noscript"]):
+        tag.decompose()
+    for br in soup.find_all("br"):
+        br.replace_with("\n")
+    for tag in soup.find_all(_HTML_BLOCKS):
+        tag.insert_after("\n")
+    for cell in soup.find_all(["td", "th"]):
+        cell.insert_after(" ")
+    lines = (" ".join(line.split()) for line in soup.get_text().splitlines())
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
+def normalise_subject(subject: str) -> tuple[str, list[str]]:
+    """Subject without Re:/Fwd: prefixes and leading [labels], and those labels."""
+    labels: list[str] = []
+    previous = None
+    while previous != subject:
+        previous = subject
+        subject = _SUBJECT_PREFIX.sub("", subject)
+        label = _SUBJECT_LABEL.match(subject)
+        if label:
+            labels.append(label.group(1).strip().lower())
+            subject = subject[label.end():]
+    return _clean(subject), labels
+
+
+@dataclass
+class _Body:
+    texts: list[str] = field(default_factory=list)
+    attachments: list[tuple[str, str]] = field(default_factory=list)  # (name, text)
+    binaries: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _is_text(part: Message, filename: str) -> bool:
+    maintype, subtype = part.get_content_maintype(), part.get_content_subtype()
+    if maintype == "text":
+        return True
+    if maintype == "application" and (subtype in _TEXT_APPLICATIONS or subtype.endswith("+xml")):
+        return True
+    return subtype == "octet-stream" and Path(filename).suffix.lower() in _TEXT_EXTENSIONS
+
+
+def _part_text(part: Message, body: _Body) -> str:
+    payload = part.get_payload(decode=True) or b""
+    text, warning = _decode_bytes(payload, part.get_content_charset())
+    if warning:
+        body.warnings.append(f"Content-Type: {warning}, decoded as UTF-8/Windows-1252")
+    return html_to_text(text) if part.get_content_subtype() == "html" else text.replace("\x00", "")
+
+
+def _collect(part: Message, body: _Body) -> None:
+    if part.is_multipart():
+        children = [p for p in part.get_payload() if isinstance(p, Message)]
+        if part.get_content_subtype() == "alternative" and children:
+            # One rendering of the same content: plain text first, then HTML, else the first one.
+            ranked = sorted(children, key=lambda p: {"text/plain": 0, "text/html": 1}.get(p.get_content_type(), 2))
+            children = [ranked[0]]
+        for child in children:
+            _collect(child, body)
+        return
+    try:
+        filename = _clean(_decode_words(_unescape_raw(part.get_filename() or "")))
+    except Exception:  # a malformed filename parameter
+        filename = ""
+    attached = bool(filename) or part.get_content_disposition() == "attachment"
+    if not _is_text(part, filename):
+        body.binaries.append(f"{filename or 'unnamed'} ({part.get_content_type()})")
+    elif attached:
+        body.attachments.append((filename or "unnamed", _part_text(part, body)))
+    elif part.get_content_type() in {"text/plain", "text/html"} or not body.texts:
+        body.texts.append(_part_text(part, body))
+    else:
+        body.attachments.append((f"inline {part.get_content_type()}", _part_text(part, body)))
+
+
+def parse_email(raw: bytes, *, acl_from_participants: bool = False) -> ParsedEmail:
+    """One RFC 5322 message (bytes) -> a DocumentIn. Raises EmailParseError naming the field."""
+    if not raw.strip():
+        raise EmailParseError("message: empty")
+    msg = _PARSER.parsebytes(raw)
+    if not list(msg.raw_items()):
+        raise EmailParseError("headers: none found, not an RFC 5322 message")
+    warnings: list[str] = []
+
+    message_id = _ids(_header(msg, "Message-ID"))
+    source_id = message_id[0] if message_id else "sha256:" + hashlib.sha256(raw).hexdigest()
+    if not message_id:
+        warnings.append("Message-ID: missing, source_id is the sha256 of the message")
+
+    senders = [(n, a) for n, a in _addresses(msg, "From") if "@" in a]
+    author = senders[0][1] if senders else _header(msg, "From")
+    if not senders:
+        warnings.append(f"From: no address in {author!r}" if author else "From: missing")
+
+    date_text, date = _header(msg, "Date"), None
+    if not date_text:
+        warnings.append("Date: missing, ingested undated")
+    else:
+        try:
+            date = parsedate_to_datetime(date_text)
+            date = date.replace(tzinfo=timezone.utc) if date.tzinfo is None else date.astimezone(timezone.utc)
+        except (ValueError, TypeError, IndexError, OverflowError):
+            warnings.append(f"Date: unparseable value {date_text[:80]!r}, ingested undated")
+            date = None
+
+    subject = _header(msg, "Subject")
+    topic, labels = normalise_subject(subject)
+    refs = _ids(_header(msg, "References"))
+    reply_to = _ids(_header(msg, "In-Reply-To"))
+    if refs or reply_to or message_id:
+        thread = (refs or reply_to or message_id)[0]
+    else:
+        thread = f"subject:{topic.lower()}" if topic else None
+
+    to, cc, bcc = (_addresses(msg, name) for name in ("To", "Cc", "Bcc"))
+    participants = list(dict.fromkeys(addr for _, addr in to + cc))
+    acl: list[str] = []
+    if acl_from_participants:
+        # The sender and blind-copied readers hold the message too, so they keep access.
+        acl = list(dict.fromkeys(([author] if "@" in author else []) + participants + [a for _, a in bcc]))
+    for name, values in (("participants", participants), ("acl", acl)):
+        if len(values) > MAX_TAGS:
+            warnings.append(f"{name}: {len(values)} addresses, kept the first {MAX_TAGS}")
+            values[MAX_TAGS:] = []
+
+    body = _Body()
+    _collect(msg, body)
+    defects = [d for p in msg.walk() for d in p.defects]
+    if any(isinstance(d, (CloseBoundaryNotFoundDefect, StartBoundaryNotFoundDefect)) for d in defects):
+        warnings.append("Content-Type: multipart boundary missing, body may be incomplete")
+    warnings += body.warnings
+
+    head = [("From", _format(senders) or _header(msg, "From")), ("To", _format(to)), ("Cc", _format(cc)),
+            ("Date", date_text), ("Subject", subject)]
+    text = "\n".join(f"{k}: {v}" for k, v in head if v) + "\n\n" + "\n\n".join(t.strip() for t in body.texts)
+    for name, content in body.attachments:
+        block = f"\n\n--- attachment: {name} ---\n{content.strip()}"
+        if len(text) + len(block) > MAX_TEXT_CHARS:
+            warnings.append(f"attachment {name!r}: too long for the document, listed by name only")
+            body.binaries.append(name)
+        else:
+            text += block
+    if body.binaries:
+        text += "\n\n" + "\n".join(f"[attachment: {name}]" for name in body.binaries)
+
+    tags = ([f"subject:{topic.lower()[:200]}"] if topic else []) + [f"label:{x}" for x in labels]
+    try:
+        document = DocumentIn(
+            text=text.strip(), author=author[:512], date=date, kind="email", thread=thread,
+            title=subject or None, tags=tags[:MAX_TAGS], participants=participants, source=SOURCE,
+            source_id=source_id, acl=acl,
+        )
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise EmailParseError(problems) from None
+    return ParsedEmail(document, tuple(warnings))
+
+
+def parse_item(raw: bytes, label: str, connector: str, *, acl_from_participants: bool) -> ParsedEmail | DeadLetter:
+    """parse_email for a run: a message that cannot be parsed becomes a dead letter at `label`."""
+    try:
+        return parse_email(raw, acl_from_participants=acl_from_participants)
+    except EmailParseError as exc:
+        return DeadLetter(connector, label, str(exc))
+    except Exception as exc:  # the stdlib parser has odd failure modes; one message never stops a run
+        return DeadLetter(connector, label, f"message: unparseable ({type(exc).__name__}: {exc})")
+
+
+@dataclass(frozen=True)
+class MboxSplit:
+    messages: list[bytes]  # complete messages, From_ line removed and >From unescaped
+    broken_tail: bytes | None = None  # the cut-off last message, if any
+    tail_problem: str | None = None
+
+
+def _tail_problem(raw: bytes, data: bytes) -> str | None:
+    if not data.endswith(b"\n"):
+        return "file ends in the middle of a line"
+    if b"\n\n" not in raw.replace(b"\r\n", b"\n"):
+        return "headers cut off (no blank line before the body)"
+    if b"multipart/" in raw[:65536].lower():
+        for part in _PARSER.parsebytes(raw).walk():
+            if any(isinstance(d, CloseBoundaryNotFoundDefect) for d in part.defects):
+                return "closing MIME boundary missing"
+    return None
+
+
+def split_mbox(data: bytes) -> MboxSplit:
+    """Split an mbox file; the last message is checked for truncation."""
+    starts = [m.start() for m in re.finditer(rb"^From ", data, re.M)]
+    messages = []
+    for begin, end in zip(starts, starts[1:] + [len(data)]):
+        chunk = data[begin:end]
+        chunk = chunk[chunk.find(b"\n") + 1:] if b"\n" in chunk else b""
+        chunk = re.sub(rb"^>(>*From )", rb"\1", chunk, flags=re.M)
+        messages.append(chunk)
+    if messages:
+        problem = _tail_problem(messages[-1], data)
+        if problem:
+            return MboxSplit(messages[:-1], messages[-1], problem)
+    return MboxSplit(messages)
+
+
+def _is_maildir(path: Path) -> bool:
+    return (path / "cur").is_dir() and (path / "new").is_dir()
+
+
+def _sniff(path: Path) -> str | None:
+    """'mbox', 'message' or None (not mail) from the first bytes of a file."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return "message"  # let the reader report why it cannot be read
+    if head.startswith(b"From "):
+        return "mbox"
+    if path.suffix.lower() == ".eml":
+        return "message"
+    block = head.replace(b"\r\n", b"\n").split(b"\n\n", 1)[0]
+    lines = block.split(b"\n")
+    if _HEADER_LINE.match(lines[0]) and _KNOWN_HEADERS.search(block):
+        return "message"
+    return None
+
+
+def _inputs(path: Path, explicit: bool) -> Iterator[tuple[Path, str]]:
+    if path.is_file():
+        kind = _sniff(path)
+        if kind or explicit:  # a file named by the caller is read even if it does not look like mail
+            yield path, kind or "message"
+        return
+    if not path.is_dir():
+        return
+    try:
+        children = sorted(path.iterdir())
+        if _is_maildir(path):
+            for box in ("new", "cur"):  # tmp holds messages still being delivered
+                yield from ((f, "message") for f in sorted((path / box).iterdir()) if f.is_file())
+            children = [c for c in children if c.name not in {"cur", "new", "tmp"}]
+    except OSError as exc:
+        yield path, f"!folder: unreadable ({exc.strerror})"
+        return
+    for child in children:
+        if child.is_dir() and child.is_symlink():
+            continue  # a linked folder can loop back on itself
+        if child.is_dir() or (child.is_file() and not child.name.startswith(".")):
+            yield from _inputs(child, explicit=False)
+
+
+def _items(path: Path, kind: str, data: bytes) -> Iterator[tuple[str, bytes | str]]:
+    """(label, raw message) or (label, dead-letter reason) for each message in one file."""
+    if kind != "mbox":
+        yield str(path), data
+        return
+    split = split_mbox(data)
+    for number, raw in enumerate(split.messages, start=1):
+        yield f"{path}#{number}", raw
+    if split.broken_tail is not None:
+        yield f"{path}#{len(split.messages) + 1}", f"mbox: last message truncated ({split.tail_problem})"
+
+
+def run_email(
+    paths: Sequence[Path | str],
+    sink: Sink,
+    state: ConnectorState,
+    *,
+    acl_from_participants: bool = False,
+    batch_size: int = 256,
+) -> EmailReport:
+    """Ingest .eml files, mbox files, maildir folders, or folders holding any of them."""
+    report = EmailReport(connector=CONNECTOR)
+    done: dict[str, str] = state.values.setdefault("files", {})
+    docs: list[DocumentIn] = []
+    prints: dict[str, str] = {}
+    letters: list[DeadLetter] = []
+    seen: set[str] = set()
+
+    def flush() -> None:
+        # Fingerprints are saved only after the sink has made the documents durable.
+        if docs:
+            sink(list(docs))
+            report.documents += len(docs)
+            docs.clear()
+        done.update(prints)
+        prints.clear()
+        state.record_dead_letters(letters)
+        report.dead_letters.extend(letters)
+        letters.clear()
+        state.save()
+
+    for given in map(Path, paths):
+        if not given.exists():
+            letters.append(DeadLetter(CONNECTOR, str(given), "path: does not exist"))
+            continue
+        for file, kind in _inputs(given, explicit=True):
+            if kind.startswith("!"):
+                letters.append(DeadLetter(CONNECTOR, str(file), kind[1:]))
+                continue
+            key = str(file.resolve())
+            if key in seen:
+                continue
+            seen.add(key)
+            try:
+                data = file.read_bytes()
+            except OSError as exc:
+                letters.append(DeadLetter(CONNECTOR, str(file), f"file: unreadable ({exc.strerror})"))
+                continue
+            digest = hashlib.sha256(data).hexdigest()
+            if done.get(key) == digest:
+                report.unchanged += 1
+                continue
+            for label, item in _items(file, kind, data):
+                report.items_seen += 1
+                if isinstance(item, str):
+                    item = DeadLetter(CONNECTOR, label, item)
+                else:
+                    item = parse_item(item, label, CONNECTOR, acl_from_participants=acl_from_participants)
+                if isinstance(item, DeadLetter):
+                    letters.append(item)
+                    continue
+                docs.append(item.document)
+                report.note(label, item)
+                if len(docs) >= batch_size:
+                    flush()
+            prints[key] = digest
+    flush()
+    log.info(
+        "email: %d documents, %d messages read, %d files unchanged, %d undated, %d dead letters",
+        report.documents, report.items_seen, report.unchanged, report.undated, len(report.dead_letters),
+    )
+    return report

@@ -1,0 +1,40 @@
+"""Maintenance policies (Mem++ consolidation, MemRefine): pure planners that turn rows, their
+neighbours and a judge's decisions into log events. No I/O; the jobs in workers/maintenance
+read the projections, call the judge and append what these return."""
+
+from services.core.maintenance.consolidation import (
+    IncompatibleAccess,
+    Neighbours,
+    combined_acl,
+    derive_document,
+    group_rows,
+    is_candidate,
+    is_protected,
+    latest_row,
+    merge_events,
+    plan_group,
+)
+from services.core.maintenance.judging import (
+    MERGED_MAX_TOKENS,
+    GroupLabel,
+    Judge,
+    JudgeFailed,
+    PairDecision,
+    clip_tokens,
+)
+from services.core.maintenance.refine import (
+    Budget,
+    Candidate,
+    RefinePlanner,
+    RefineReport,
+    inverse_events,
+    pair_key,
+    row_size_bytes,
+)
+
+__all__ = [
+    "MERGED_MAX_TOKENS", "Budget", "Candidate", "GroupLabel", "IncompatibleAccess", "Judge",
+    "JudgeFailed", "Neighbours", "PairDecision", "RefinePlanner", "RefineReport", "clip_tokens", "combined_acl",
+    "derive_document", "group_rows", "inverse_events", "is_candidate", "is_protected", "latest_row",
+    "merge_events", "pair_key", "plan_group", "row_size_bytes",
+]  # fmt: skip

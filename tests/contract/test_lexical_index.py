@@ -1,0 +1,450 @@
+"""Contract of the LexicalIndex port, run against every adapter.
+
+`services.core.scope.admits` is the reference semantics of a scope: every adapter must return
+exactly the rows it admits, with the scope applied inside the index.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from schemas.rows import Row
+from services.adapters.lexical.tantivy import TantivyLexicalIndex
+from services.core.scope import Scope, admits
+from services.core.text import content_terms, normalise_tag, tag_candidates
+from services.ports import BackendUnavailable, Hit, LexicalIndex, OrgmemError
+
+Opener = Callable[[Path], LexicalIndex]
+
+T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
+
+
+# -- adapters under test ------------------------------------------------------------------------
+
+
+def _open_tantivy(location: Path) -> LexicalIndex:
+    return TantivyLexicalIndex(location)
+
+
+def _open_elasticsearch(location: Path) -> LexicalIndex:
+    # ELASTICSEARCH: joins the suite when ORGMEM_ES_URL points at a server. The adapter does not
+    # exist yet; adjust the constructor call below to its signature when it lands. One ES index
+    # per test location, so reopening the same location reaches the same data.
+    try:
+        from services.adapters.lexical.elasticsearch import ElasticsearchLexicalIndex
+    except ImportError as exc:
+        pytest.skip(f"Elasticsearch adapter not importable: {exc}")
+    name = f"orgmem-contract-{location.parent.name}-{location.name}".lower()
+    return ElasticsearchLexicalIndex(url=os.environ["ORGMEM_ES_URL"], index=name)
+
+
+ADAPTERS = [
+    pytest.param(_open_tantivy, id="tantivy"),
+    pytest.param(
+        _open_elasticsearch,
+        id="elasticsearch",
+        marks=pytest.mark.skipif(not os.environ.get("ORGMEM_ES_URL"), reason="ORGMEM_ES_URL not set"),
+    ),
+]
+
+
+@pytest.fixture(params=ADAPTERS)
+def open_index(request, tmp_path: Path) -> Iterator[Opener]:
+    opened: list[LexicalIndex] = []
+
+    def opener(location: Path) -> LexicalIndex:
+        index = request.param(location)
+        opened.append(index)
+        return index
+
+    yield opener
+    for index in opened:
+        index.close()
+
+
+@pytest.fixture
+def location(tmp_path: Path) -> Path:
+    return tmp_path / "lexical"
+
+
+@pytest.fixture
+def index(open_index: Opener, location: Path) -> LexicalIndex:
+    return open_index(location)
+
+
+def row(row_id: str, text: str, position: int, **fields) -> Row:
+    fields.setdefault("tenant", "acme")
+    fields.setdefault("ingested_at", T0 + timedelta(minutes=position))
+    return Row(row_id=row_id, text=text, ingest_position=position, **fields)
+
+
+def ids(hits: list[Hit]) -> list[str]:
+    return [hit.row_id for hit in hits]
+
+
+ACME = Scope(tenant="acme")
+
+
+# -- text search ----------------------------------------------------------------------------------
+
+
+def test_conjunctive_needs_every_term_disjunctive_any(index: LexicalIndex):
+    index.upsert(
+        [
+            row("both", "kafka consumer lag during the outage", 1),
+            row("kafka", "kafka broker upgrade plan", 2),
+            row("lag", "replication lag dashboard", 3),
+            row("none", "quarterly budget review", 4),
+        ]
+    )
+    terms = content_terms("kafka lag")
+    assert set(ids(index.search_text(terms, ACME, 10, conjunctive=True))) == {"both"}
+    disjunctive = index.search_text(terms, ACME, 10, conjunctive=False)
+    assert set(ids(disjunctive)) == {"both", "kafka", "lag"}
+    assert disjunctive[0].row_id == "both"  # matching both terms outscores matching one
+
+
+def test_title_counts_as_text(index: LexicalIndex):
+    index.upsert([row("t", "see attached", 1, title="Incident retrospective"), row("u", "nothing here", 2)])
+    assert ids(index.search_text(["retrospective"], ACME, 10, conjunctive=True)) == ["t"]
+    assert ids(index.search_text(["retrospective", "attached"], ACME, 10, conjunctive=True)) == ["t"]
+
+
+def test_stemming_matches_word_forms(index: LexicalIndex):
+    index.upsert([row("a", "The committee approved the budgets.", 1), row("b", "Nothing relevant.", 2)])
+    assert ids(index.search_text(["approve"], ACME, 10, conjunctive=True)) == ["a"]
+    assert ids(index.search_text(["approving", "budget"], ACME, 10, conjunctive=True)) == ["a"]
+
+
+def test_every_content_word_of_a_text_finds_it(index: LexicalIndex):
+    # Query terms are analysed the way the indexed text was, including accents, digits,
+    # mixed case, apostrophes and symbols inside a word.
+    texts = {
+        "a": "Müller's naïve Café served crème brûlée on 2024-03-01 at 10:30",
+        "b": "KAFKA-1234: Consumer-group rebalancing stalls; don't restart brokers",
+        "c": "Résumé of organisational learnings × fooBar widget v2.3.1",
+    }
+    index.upsert([row(rid, text, i) for i, (rid, text) in enumerate(texts.items(), 1)])
+    for rid, text in texts.items():
+        for term in content_terms(text):
+            found = ids(index.search_text([term], ACME, 10, conjunctive=True))
+            if any(ch.isalnum() for ch in term):
+                assert rid in found, (term, found)
+            else:
+                # A symbol-only term has nothing to match; it is ignored, not a veto.
+                assert found == [], (term, found)
+                alongside = ids(index.search_text([term, "widget"], ACME, 10, conjunctive=True))
+                assert alongside == ["c"], (term, alongside)
+
+
+def test_empty_terms_and_limits(index: LexicalIndex):
+    index.upsert([row(f"r{i}", "status update", i) for i in range(5)])
+    assert index.search_text([], ACME, 10, conjunctive=True) == []
+    assert index.search_text([], ACME, 10, conjunctive=False) == []
+    assert index.search_text(["status"], ACME, 0, conjunctive=True) == []
+    assert len(index.search_text(["status"], ACME, 3, conjunctive=True)) == 3
+    assert index.search_text(["absent"], ACME, 10, conjunctive=False) == []
+
+
+def test_query_syntax_in_terms_is_inert(index: LexicalIndex):
+    index.upsert([row("a", "public notes", 1), row("secret", "private notes", 2, tenant="other")])
+    for term in ['notes" OR tenant:other', "tenant:other", "*", "(", "notes AND -", "\\"]:
+        hits = index.search_text([term], ACME, 10, conjunctive=False)
+        assert set(ids(hits)) <= {"a"}, term
+
+
+def test_ties_go_to_the_later_ingest_position(open_index: Opener, location: Path):
+    index = open_index(location)
+    # Same text, same length: same BM25 score. Inserted newest first, in separate commits, so
+    # the index's own document order disagrees with the expected order.
+    for position in (30, 10, 20):
+        index.upsert([row(f"r{position}", "deploy freeze notice", position)])
+    index.upsert([row("longer", "deploy freeze notice with much more text around it", 40)])
+    hits = index.search_text(["freeze"], ACME, 10, conjunctive=True)
+    assert ids(hits) == ["r30", "r20", "r10", "longer"]
+    assert hits[0].score == hits[1].score == hits[2].score > hits[3].score
+    assert ids(index.search_text(["freeze"], ACME, 1, conjunctive=True)) == ["r30"]
+    assert ids(index.search_text(["freeze"], ACME, 2, conjunctive=True)) == ["r30", "r20"]
+
+
+def test_more_ties_than_the_limit_keep_the_latest(index: LexicalIndex):
+    index.upsert([row(f"r{p:03d}", "standup notes", p) for p in random.Random(7).sample(range(200), 200)])
+    assert ids(index.search_text(["standup"], ACME, 5, conjunctive=True)) == [
+        f"r{p:03d}" for p in (199, 198, 197, 196, 195)
+    ]
+
+
+# -- writes ---------------------------------------------------------------------------------------
+
+
+def test_reupsert_replaces_the_row(index: LexicalIndex):
+    index.upsert([row("a", "incident report draft", 1), row("b", "incident report final", 2)])
+    index.upsert([row("a", "incident report revised", 1)])
+    assert sorted(ids(index.search_text(["incident"], ACME, 10, conjunctive=True))) == ["a", "b"]
+    assert ids(index.search_text(["draft"], ACME, 10, conjunctive=True)) == []
+    assert ids(index.search_text(["revised"], ACME, 10, conjunctive=True)) == ["a"]
+
+    index.upsert([row("a", "incident report revised", 1, state="archived")])
+    assert ids(index.search_text(["incident"], ACME, 10, conjunctive=True)) == ["b"]
+    # Ignoring current state (known_at) still finds it, once.
+    as_known = Scope(tenant="acme", known_at=T0 + timedelta(days=1))
+    assert sorted(ids(index.search_text(["incident"], as_known, 10, conjunctive=True))) == ["a", "b"]
+
+
+def test_last_version_in_a_batch_wins(index: LexicalIndex):
+    index.upsert([row("a", "first wording", 1), row("a", "second wording", 1)])
+    assert ids(index.search_text(["wording"], ACME, 10, conjunctive=True)) == ["a"]
+    assert ids(index.search_text(["first"], ACME, 10, conjunctive=True)) == []
+
+
+def test_data_survives_reopen(open_index: Opener, location: Path):
+    first = open_index(location)
+    first.upsert([row("a", "retention policy", 1, author="Dana")])
+    first.close()
+    second = open_index(location)
+    assert ids(second.search_text(["retention"], ACME, 10, conjunctive=True)) == ["a"]
+    assert ids(second.search_tags(["dana"], ACME, 10)) == ["a"]
+    second.upsert([row("b", "retention schedule", 2)])
+    assert sorted(ids(second.search_text(["retention"], ACME, 10, conjunctive=True))) == ["a", "b"]
+
+
+def test_reset_removes_everything(open_index: Opener, location: Path):
+    index = open_index(location)
+    index.upsert([row("a", "payroll run", 1, tags=["payroll"]), row("b", "payroll fix", 2, tenant="other")])
+    index.reset()
+    assert index.search_text(["payroll"], ACME, 10, conjunctive=False) == []
+    assert index.search_tags(["payroll"], ACME, 10) == []
+    index.upsert([row("c", "payroll again", 3)])
+    assert ids(index.search_text(["payroll"], ACME, 10, conjunctive=False)) == ["c"]
+    index.close()
+    assert ids(open_index(location).search_text(["payroll"], ACME, 10, conjunctive=False)) == ["c"]
+
+
+def test_a_bad_row_does_not_stop_the_batch(index: LexicalIndex):
+    with pytest.raises(OrgmemError, match=r"rows\[1\]"):
+        index.upsert([row("a", "good row", 1), {"row_id": "b"}, row("c", "good row too", 3)])  # type: ignore[list-item]
+    assert sorted(ids(index.search_text(["good"], ACME, 10, conjunctive=True))) == ["a", "c"]
+
+
+# -- tags -----------------------------------------------------------------------------------------
+
+
+def test_tags_cover_author_thread_ticket_key_and_participant(index: LexicalIndex):
+    index.upsert(
+        [
+            row("mail", "see below", 1, author="Priya Raman", thread="Q3 Hiring Plan",
+                participants=["Ops-Lead@Example.com"]),
+            row("ticket", "consumer lag", 2, kind="ticket", tags=["KAFKA-1234", "Infra"]),
+            row("other", "unrelated", 3, author="Sam", tags=["KAFKA-12345"]),
+        ]
+    )
+
+    def tagged(query: str) -> list[str]:
+        return ids(index.search_tags(tag_candidates(query), ACME, 10))
+
+    assert tagged("what did Priya Raman say") == ["mail"]
+    assert tagged("status of the q3 hiring plan?") == ["mail"]
+    assert tagged("Is KAFKA-1234 fixed?") == ["ticket"]
+    assert tagged("mail ops-lead@example.com about it") == ["mail"]
+    assert tagged("nothing matches here") == []
+    assert index.search_tags([], ACME, 10) == []
+
+
+def test_tag_rank_rewards_more_and_rarer_tags(index: LexicalIndex):
+    index.upsert(
+        [row(f"common{i}", "x", i, tags=["infra"]) for i in range(1, 6)]
+        + [row("rare", "x", 10, tags=["kafka-9"]), row("both", "x", 11, tags=["infra", "kafka-9"])]
+    )
+    hits = index.search_tags(["infra", "kafka-9"], ACME, 10)
+    assert ids(hits)[:2] == ["both", "rare"]
+    assert hits[1].score > hits[2].score  # the rare tag outweighs the common one
+    assert ids(hits)[2:] == [f"common{i}" for i in range(5, 0, -1)]  # ties: later first
+
+
+# -- scope ----------------------------------------------------------------------------------------
+
+
+def test_sub_second_as_of_and_known_at(index: LexicalIndex):
+    event = T0.replace(microsecond=500_000)
+    index.upsert([row("a", "launch", 1, event_time=event, ingested_at=event), row("b", "launch", 2)])
+    for bound, expected in ((event - timedelta(microseconds=1), set()), (event, {"a"})):
+        assert set(ids(index.search_text(["launch"], Scope("acme", as_of=bound), 10, False))) == expected
+        assert "a" in ids(index.search_text(["launch"], Scope("acme", known_at=bound + timedelta(microseconds=1)), 10, False))
+        known = set(ids(index.search_text(["launch"], Scope("acme", known_at=bound), 10, False)))
+        assert ("a" in known) == (bound >= event)
+
+
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+AUTHORS = ["Alice Smith", "bob", "", "Carol"]
+THREADS = [None, "Q3 Plan", "kafka outage", ""]
+KINDS = ["doc", "email", "ticket"]
+ACL_ENTRIES = ["Alice", " eng ", "sales", "bob@example.com"]
+READERS = ["alice", "eng", "sales", "bob@example.com", "mallory"]
+PARTICIPANTS = ["Dana@Example.com", "eve@example.com"]
+EXTRA_TAGS = ["KAFKA-1234", "Budget  Review", "ops"]
+
+
+def _random_time(rnd: random.Random) -> datetime:
+    return T0 + timedelta(seconds=rnd.randrange(0, 3 * 86_400), microseconds=rnd.randrange(1_000_000))
+
+
+def _random_rows(rnd: random.Random, count: int) -> list[Row]:
+    rows = []
+    for i in range(count):
+        words = rnd.sample(WORDS, rnd.randint(0, 4)) + ["common"] * rnd.randint(1, 2)
+        rnd.shuffle(words)
+        rows.append(
+            Row(
+                row_id=f"row-{i:03d}",
+                tenant=rnd.choice(["acme", "globex"]),
+                text=" ".join(words),
+                author=rnd.choice(AUTHORS),
+                thread=rnd.choice(THREADS),
+                kind=rnd.choice(KINDS),
+                event_time=None if rnd.random() < 0.2 else _random_time(rnd),
+                ingested_at=_random_time(rnd),
+                ingest_position=i + 1,
+                acl=rnd.sample(ACL_ENTRIES, rnd.randint(0, 2)),
+                participants=rnd.sample(PARTICIPANTS, rnd.randint(0, 2)),
+                tags=["Everyone", *rnd.sample(EXTRA_TAGS, rnd.randint(0, 2))],
+                state="active" if rnd.random() < 0.75 else "archived",
+            )
+        )
+    return rows
+
+
+def _maybe_subset(rnd: random.Random, values: list, allow_empty: bool = True) -> frozenset | None:
+    if rnd.random() < 0.6:
+        return None
+    return frozenset(rnd.sample(values, rnd.randint(0 if allow_empty else 1, len(values))))
+
+
+def _bound(rnd: random.Random, rows: list[Row], attr: str) -> datetime | None:
+    """None, a random instant, or exactly at / just around an existing row's time."""
+    choice = rnd.random()
+    if choice < 0.4:
+        return None
+    if choice < 0.6:
+        return _random_time(rnd)
+    times = [getattr(r, attr) for r in rows if getattr(r, attr) is not None]
+    return rnd.choice(times) + timedelta(microseconds=rnd.choice([-1, 0, 0, 1]))
+
+
+def _random_scope(rnd: random.Random, rows: list[Row]) -> Scope:
+    known_at = _bound(rnd, rows, "ingested_at")
+    inactive = frozenset()
+    if known_at is not None:
+        inactive = frozenset(r.row_id for r in rnd.sample(rows, rnd.randint(0, len(rows) // 4)))
+    return Scope(
+        tenant=rnd.choice(["acme", "globex"]),
+        readers=_maybe_subset(rnd, READERS),
+        as_of=_bound(rnd, rows, "event_time"),
+        known_at=known_at,
+        kinds=_maybe_subset(rnd, KINDS, allow_empty=False),
+        authors=_maybe_subset(rnd, AUTHORS),
+        threads=_maybe_subset(rnd, [t for t in THREADS if t is not None]),
+        inactive_at_known=inactive,
+    )
+
+
+def _tags_of(r: Row) -> set[str]:
+    return {normalise_tag(v) for v in [r.author, r.thread or "", *r.participants, *r.tags]} - {""}
+
+
+def _assert_ranked(hits: list[Hit], position: dict[str, int]) -> None:
+    keys = [(-h.score, -position[h.row_id], h.row_id) for h in hits]
+    assert keys == sorted(keys)
+    assert len(set(ids(hits))) == len(hits)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_scope_equals_reference_semantics(open_index: Opener, tmp_path: Path, seed: int):
+    rnd = random.Random(seed)
+    index = open_index(tmp_path / f"prop-{seed}")
+    rows = _random_rows(rnd, 200)
+    index.upsert(rows[:120])
+    index.upsert(rows[120:])
+    # Current state changes after first indexing: the index must follow the latest upsert.
+    current = {r.row_id: r for r in rows}
+    for batch in range(2):
+        changed = []
+        for r in rnd.sample(rows, 30):
+            flipped = "archived" if current[r.row_id].state == "active" else "active"
+            changed.append(current[r.row_id].model_copy(update={"state": flipped}))
+        index.upsert(changed)
+        current.update({r.row_id: r for r in changed})
+    rows = list(current.values())
+    position = {r.row_id: r.ingest_position for r in rows}
+    big = 10 * len(rows)
+
+    for _ in range(60):
+        scope = _random_scope(rnd, rows)
+        admitted = {r.row_id for r in rows if admits(r, scope)}
+
+        hits = index.search_text(["common"], scope, big, conjunctive=False)
+        assert set(ids(hits)) == admitted, scope
+        _assert_ranked(hits, position)
+        k = rnd.randint(1, 8)
+        assert index.search_text(["common"], scope, k, conjunctive=False) == hits[:k]
+
+        word = rnd.choice(WORDS)
+        has_word = {r.row_id for r in rows if word in r.text.split()}
+        both = index.search_text(["common", word], scope, big, conjunctive=True)
+        assert set(ids(both)) == admitted & has_word
+        _assert_ranked(both, position)
+
+        tag_hits = index.search_tags(["everyone"], scope, big)
+        assert set(ids(tag_hits)) == admitted
+        _assert_ranked(tag_hits, position)
+
+        candidates = [normalise_tag(c) for c in rnd.sample(AUTHORS + EXTRA_TAGS + PARTICIPANTS, 3)]
+        wanted = {r.row_id for r in rows if r.row_id in admitted and _tags_of(r) & set(candidates)}
+        tag_hits = index.search_tags(candidates, scope, big)
+        assert set(ids(tag_hits)) == wanted
+        _assert_ranked(tag_hits, position)
+        assert index.search_tags(candidates, scope, k) == tag_hits[:k]
+
+
+# -- tantivy adapter specifics (not part of the port contract) ------------------------------------
+
+
+def test_tantivy_lock_held_elsewhere_is_backend_unavailable(location: Path):
+    import tantivy
+
+    index = TantivyLexicalIndex(location)
+    index.upsert([row("a", "before the lock", 1)])
+    holder = tantivy.Index.open(str(location)).writer(heap_size=15_000_000, num_threads=1)
+    try:
+        with pytest.raises(BackendUnavailable, match="lexical index"):
+            index.upsert([row("b", "while locked", 2)])
+        # Reads do not need the lock.
+        assert ids(index.search_text(["lock"], ACME, 10, conjunctive=True)) == ["a"]
+    finally:
+        del holder
+    index.upsert([row("b", "after the lock", 2)])
+    assert sorted(ids(index.search_text(["lock"], ACME, 10, conjunctive=True))) == ["a", "b"]
+    index.close()
+
+
+def test_tantivy_foreign_index_is_an_orgmem_error(location: Path):
+    import tantivy
+
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("body", stored=True)
+    location.mkdir()
+    tantivy.Index(builder.build(), str(location))
+    with pytest.raises(OrgmemError, match="lexical index"):
+        TantivyLexicalIndex(location)
+
+
+def test_tantivy_closed_index_refuses_work(location: Path):
+    index = TantivyLexicalIndex(location)
+    index.close()
+    with pytest.raises(OrgmemError, match="closed"):
+        index.search_text(["x"], ACME, 10, conjunctive=True)
