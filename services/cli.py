@@ -19,7 +19,7 @@ from services.settings import Settings
 log = logging.getLogger("orgmem")
 
 # Modules with a `register(command, subparsers)` function that add their own sub-commands.
-COMMAND_GROUPS = ["services.cli_connect"]
+COMMAND_GROUPS = ["services.cli_connect", "services.cli_demo"]
 
 
 def _settings(args: argparse.Namespace) -> Settings:

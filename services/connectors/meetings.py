@@ -5,7 +5,7 @@ Event time: the file's metadata (`NOTE date: ...`, `X-Meeting-Date: ...`, a `Dat
 a transcript, a JSON `date`), else a YYYY-MM-DD in the file name, else the `date` argument, else
 none. Author: the organiser from metadata, else the first speaker.
 
-Cue files are read by maintained parsers (webvtt-py, pysrt) in strict mode. When they reject a file
+Cue files are read by maintained parsers (webvtt-py, srt) in strict mode. When they reject a file
 (bad cue timings, a missing WEBVTT line, garbage between cues) a tolerant line reader takes over:
 it keeps the text lines that follow any `-->` timing line, so the words survive a broken timestamp
 and stray garbage outside cues is dropped. A file from which no cue text can be recovered becomes a
@@ -24,7 +24,7 @@ from datetime import date as Date
 from datetime import datetime, timezone
 from pathlib import Path
 
-import pysrt
+import srt
 import webvtt
 from pydantic import ValidationError
 from webvtt.errors import MalformedCaptionError, MalformedFileError
@@ -181,10 +181,10 @@ def parse_vtt(text: str, meeting_id: str) -> Meeting:
 
 def parse_srt(text: str, meeting_id: str) -> Meeting:
     try:
-        cues = [item.text for item in pysrt.from_string(text, error_handling=pysrt.ERROR_RAISE)]
+        cues = [item.content for item in srt.parse(text)]
         if not any(c.strip() for c in cues):
-            raise pysrt.Error("found no subtitle")
-    except pysrt.Error as exc:
+            raise srt.SRTParseError(0, 0, "found no subtitle")
+    except (srt.SRTParseError, ValueError) as exc:
         cues = _recover(text.splitlines(), meeting_id, f"SRT parser: {exc}")
     return Meeting(meeting_id, _cue_turns(cues))
 
