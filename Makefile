@@ -6,14 +6,14 @@ PIP     = $(VENV)/bin/pip
 DATA   ?= demo-data
 PORT   ?= 8080
 
-.PHONY: venv demo serve test test-unit bench-pipeline schemas clean
+.PHONY: venv demo serve test test-unit test-cluster bench-pipeline schemas clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	# The CPU build of torch that lies on these machines; a bare requirement would pull CUDA.
 	$(PIP) install --quiet torch==2.13.0
-	$(PIP) install --quiet -e '.[test,bench]'
+	$(PIP) install --quiet -e '.[test,bench,cluster]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -26,6 +26,13 @@ serve: venv
 
 test: venv
 	$(PY) -m pytest -q
+
+# Needs a Docker host: starts Kafka, Elasticsearch, Qdrant and Redis, runs every contract suite against them.
+test-cluster: venv
+	docker compose -f deploy/docker-compose.yml up -d --wait kafka elasticsearch qdrant redis
+	ORGMEM_KAFKA_BOOTSTRAP=localhost:29092 ORGMEM_ES_URL=http://localhost:9200 ORGMEM_QDRANT_URL=http://localhost:6333 \
+	  $(PY) -m pytest -q tests/contract tests/unit/test_cluster_adapters.py tests/integration/test_celery_redis.py tests/integration/test_cluster_equivalence.py; \
+	  status=$$?; docker compose -f deploy/docker-compose.yml down -v; exit $$status
 
 test-unit: venv
 	$(PY) -m pytest -q tests/unit

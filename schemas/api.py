@@ -28,7 +28,7 @@ class QueryRequest(BaseModel):
     known_at: datetime | None = Field(default=None, description="Bound on ingest (transaction) time.")
     k: int | None = Field(default=None, ge=1)
     candidates: int | None = Field(default=None, ge=1, description="C: rows per leg.")
-    selector: Literal["rrf", "pursuit"] | None = None
+    selector: Literal["rrf", "pursuit", "coverage"] | None = None
     conjunctive: bool | None = None
     preset: str | None = None
     weights: dict[Literal["lex", "tag", "vec"], float] | None = None

@@ -37,7 +37,10 @@ class DocumentIn(BaseModel):
             return None
         if value.tzinfo is None:
             return value.replace(tzinfo=timezone.utc)
-        return value.astimezone(timezone.utc)
+        try:
+            return value.astimezone(timezone.utc)
+        except OverflowError:
+            raise ValueError("date is out of the representable range once converted to UTC") from None
 
     @field_validator("tags", "participants", "acl")
     @classmethod

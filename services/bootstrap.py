@@ -83,9 +83,12 @@ def open_event_log(settings: Settings):
 
 
 def build_memory(settings: Settings) -> tuple[Memory, DataFolderLock | None]:
-    """Open the memory of a data folder (embedded profile) with its projections locked."""
+    """Open the memory of a data folder (embedded profile) with its projections locked; in the
+    cluster profile, the memory of a process that reads the projections (see build_cluster_memory)."""
+    if settings.profile == "cluster":
+        return build_cluster_memory(settings, role="reader")
     if settings.profile != "embedded":
-        raise OrgmemError(f"profile: {settings.profile!r} is not available in this build; use 'embedded'")
+        raise OrgmemError(f"profile: {settings.profile!r} is unknown; use 'embedded' or 'cluster'")
     from services.adapters.lexical.tantivy import TantivyLexicalIndex
     from services.adapters.row_store.sqlite import SqliteRowStore
     from services.adapters.vector.qdrant_edge import QdrantEdgeVectorIndex
@@ -108,3 +111,71 @@ def build_memory(settings: Settings) -> tuple[Memory, DataFolderLock | None]:
         lock.release()
         raise
     return memory, lock
+
+
+class NoLock:
+    """The cluster profile's stand-in for DataFolderLock: ownership of the projections is decided
+    by the Kafka consumer group and fenced by the row store's checkpoint, not by a file lock."""
+
+    def release(self) -> None:
+        pass
+
+
+def assemble_cluster_memory(settings: Settings, event_log, rows, lexical, vectors, role: str = "reader") -> Memory:
+    """Wire a cluster-profile Memory from opened adapters. role "indexer": this process projects
+    the log (`orgmem indexer`); role "reader": it never projects (the API, Celery workers) and
+    follows the projections' checkpoint instead."""
+    from workers.indexer.group import ProjectionFollower
+
+    if role not in ("reader", "indexer"):
+        raise OrgmemError(f"role: expected 'reader' or 'indexer', got {role!r}")
+    embedder = embedder_for(settings.embedder)
+    memory = Memory(
+        event_log, rows, lexical, vectors, embedder, retrieval_config(settings),
+        query_embedder=embedder_for(settings.embedder, "query") if role == "reader" else embedder,
+        indexer_batch=settings.indexer_batch,
+    )
+    if role == "reader":
+        memory.projector = ProjectionFollower(event_log, rows, poll_s=settings.indexer_poll_s)  # type: ignore[assignment]
+    return memory
+
+
+def build_cluster_memory(settings: Settings, role: str = "reader") -> tuple[Memory, NoLock]:
+    """The cluster profile: Kafka log, Elasticsearch row store and lexical index (one ES index),
+    Qdrant server vectors. Every part is named by `settings.cluster`."""
+    from services.adapters.event_log.kafka import KafkaEventLog
+    from services.adapters.lexical.elasticsearch import ElasticsearchLexicalIndex
+    from services.adapters.row_store.elasticsearch import ElasticsearchRowStore
+    from services.adapters.vector.qdrant_server import QdrantServerVectorIndex
+
+    cluster = settings.cluster
+    missing = [name for name in ("kafka_bootstrap", "es_url", "qdrant_url") if not getattr(cluster, name)]
+    if missing:
+        raise OrgmemError("profile 'cluster' needs " + ", ".join(f"cluster.{m} (ORGMEM_CLUSTER__{m.upper()})"
+                                                                  for m in missing))
+    opened: list = []
+    try:
+        event_log = KafkaEventLog.from_settings(cluster)
+        opened.append(event_log)
+        shards = getattr(cluster, "es_shards", 1)
+        replicas = getattr(cluster, "es_replicas", 0)
+        rows = ElasticsearchRowStore(cluster.es_url, cluster.es_index, shards=shards, replicas=replicas,
+                                     writer=role == "indexer")
+        opened.append(rows)
+        # One ES index holds the rows and their lexical index; the row store writes it (see the
+        # lexical adapter's module doc for why the lexical side does not).
+        lexical = ElasticsearchLexicalIndex(client=rows.client, index=cluster.es_index, shards=shards, writes=False)
+        from qdrant_client import QdrantClient
+
+        embedder = embedder_for(settings.embedder)
+        vectors = QdrantServerVectorIndex(QdrantClient(url=cluster.qdrant_url, timeout=30), cluster.qdrant_collection,
+                                          embedder.dim)
+        opened.append(vectors)
+        return assemble_cluster_memory(settings, event_log, rows, lexical, vectors, role), NoLock()
+    except BaseException:
+        for part in reversed(opened):
+            try:
+                part.close()
+            except Exception:
+                log.exception("closing %s failed", type(part).__name__)
+        raise

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import importlib
 import json
 import logging
@@ -19,11 +20,13 @@ from services.settings import Settings
 log = logging.getLogger("orgmem")
 
 # Modules with a `register(command, subparsers)` function that add their own sub-commands.
-COMMAND_GROUPS = ["services.cli_connect", "services.cli_demo"]
+COMMAND_GROUPS = ["services.cli_connect", "services.cli_demo", "services.cli_maintenance", "services.cli_cluster", "services.cli_bench", "services.cli_keys"]
 
 
 def _settings(args: argparse.Namespace) -> Settings:
     overrides = {"data_dir": Path(args.data)} if getattr(args, "data", None) else {}
+    if getattr(args, "profile", None):
+        overrides["profile"] = args.profile
     return Settings(**overrides)
 
 
@@ -117,10 +120,28 @@ def cmd_query(args: argparse.Namespace) -> int:
 def cmd_rebuild(args: argparse.Namespace) -> int:
     from services.bootstrap import build_memory
 
+    from services.keys import record_admin_action
+
     memory, lock = build_memory(_settings(args))
     try:
+        record_admin_action(memory.log, "*", "rebuild", actor=f"cli:{getpass.getuser()}")
         stats = memory.rebuild(progress=_progress)
         print(f"rebuilt from {stats.events} events: {memory.stats()}")
+    finally:
+        memory.close()
+        lock.release()
+    return 0
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    from services.bootstrap import build_memory
+
+    memory, lock = build_memory(_settings(args))
+    try:
+        memory.catch_up(progress=_progress)
+        optimize = getattr(memory.vectors, "optimize", None)
+        built = bool(optimize and optimize())
+        print("vector index graph built" if built else "this vector index has no offline build step")
     finally:
         memory.close()
         lock.release()
@@ -176,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("serve", cmd_serve, "run the HTTP API with its indexer")
     p.add_argument("--host")
     p.add_argument("--port", type=int)
+    p.add_argument("--profile", choices=["embedded", "cluster"])
     p = command("ingest", cmd_ingest, "append documents from a JSONL file, then index them")
     p.add_argument("--jsonl", required=True)
     p.add_argument("--batch", type=int, default=500)
@@ -185,11 +207,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--as-of", type=_parse_time)
     p.add_argument("--known-at", type=_parse_time)
     p.add_argument("--k", type=int)
-    p.add_argument("--selector", choices=["rrf", "pursuit"])
+    p.add_argument("--selector", choices=["rrf", "pursuit", "coverage"])
     p.add_argument("--preset")
     p.add_argument("--json", action="store_true")
     command("rebuild", cmd_rebuild, "drop every projection and replay the log")
     command("stats", cmd_stats, "counts of the log and the projections")
+    command("optimize", cmd_optimize, "build the vector index graph (offline: blocks for minutes on large stores)")
     # Command groups that live in their own modules register themselves here.
     for module in COMMAND_GROUPS:
         importlib.import_module(module).register(command, sub)

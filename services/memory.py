@@ -107,8 +107,10 @@ class Memory:
         row = self.rows.get(row_id)
         if row is None or not self._may_read(row, caller):
             skipped = self.rows.skipped(row_id)
-            if skipped and skipped.duplicate_of and skipped.duplicate_of != row_id:
-                raise NotFound(f"row {row_id} was not stored: {skipped.reason} of {skipped.duplicate_of}")
+            original = self.rows.get(skipped.duplicate_of) if skipped and skipped.duplicate_of else None
+            # Name the row a skipped document repeats only when the caller may read that row.
+            if original is not None and original.row_id != row_id and self._may_read(original, caller):
+                raise NotFound(f"row {row_id} was not stored: {skipped.reason} of {original.row_id}")
             raise NotFound(f"row {row_id} not found")
         return row, self.rows.history(row_id)
 

@@ -127,6 +127,13 @@ class VectorIndex(Protocol):
     def close(self) -> None: ...
 
 
+class Optimizable(Protocol):
+    """An index with an offline build step (Qdrant Edge's HNSW graph). It may block its process
+    for minutes, so it runs from the CLI (`orgmem optimize`), never inside the API process."""
+
+    def optimize(self) -> bool: ...
+
+
 class Embedder(Protocol):
     name: str
     dim: int

@@ -16,6 +16,7 @@ from services.core.fusion import Fused, weighted_rrf
 from services.core.reserve import Pick, with_recency_reserve
 from services.core.retrieval_config import RetrievalConfig
 from services.core.scope import Scope
+from services.core.selection import Pool, select
 from services.core.text import content_terms, tag_candidates
 from services.ports import Embedder, Hit, LexicalIndex, RowStore, VectorIndex
 
@@ -78,7 +79,7 @@ class Retriever:
             config.weights, config.gamma, {rid: row.ingest_position for rid, row in rows.items()},
         )
         lap("fuse")
-        ordered, lead_reason = self._select(fused, query_vector, config)
+        ordered, lead_reason = self._select(fused, query_vector, config, rows)
         lap("select")
         unmatched = self.rows.recent(scope, exclude=list(rows), limit=config.reserve)
         rows.update({r.row_id: r for r in unmatched})
@@ -94,23 +95,21 @@ class Retriever:
             timings_ms=timings,
         )
 
-    def _select(self, fused: list[Fused], query_vector: np.ndarray, config: RetrievalConfig) -> tuple[list[str], str]:
-        ids = [f.row_id for f in fused]
-        if config.selector != "pursuit" or len(ids) <= 1:
-            return ids, "fused"
-        from services.core.pursuit import pursuit_select
+    def _select(
+        self, fused: list[Fused], query_vector: np.ndarray, config: RetrievalConfig, rows: dict[str, Row]
+    ) -> tuple[list[str], str]:
+        pool = Pool(
+            [f.row_id for f in fused], np.array([f.score for f in fused], dtype=np.float64),
+            [rows[f.row_id].thread for f in fused], [rows[f.row_id].ingest_position for f in fused],
+        )
+        return select(pool, query_vector, self._vectors_for, config)
 
-        pool = ids[: max(config.pursuit_pool, 1)]
-        stored = self.vectors.vectors(pool)
-        pool = [rid for rid in pool if rid in stored]
-        if not pool:
-            return ids, "fused"
-        matrix = np.stack([stored[rid] for rid in pool])
-        budget = max(config.k - config.reserve, 0)
-        result = pursuit_select(query_vector, matrix, budget, ridge=config.pursuit_ridge, tol=config.pursuit_tol)
-        chosen = [pool[i] for i in result.order]
-        rest = [rid for rid in ids if rid not in set(chosen)]
-        return chosen + rest, "pursuit"
+    def _vectors_for(self, row_ids) -> np.ndarray:
+        stored = self.vectors.vectors(list(row_ids))
+        # A row the vector index has not caught up with yet gets a zero vector: it contributes
+        # nothing to a reconstruction, so a selector passes it over instead of failing the query.
+        dim = next((len(v) for v in stored.values()), self.embedder.dim)
+        return np.stack([stored.get(rid, np.zeros(dim, dtype=np.float32)) for rid in row_ids]) if row_ids else np.zeros((0, dim))
 
     @staticmethod
     def _describe(picks: list[Pick], rows: dict[str, Row], fused: list[Fused], legs: dict[str, list[Hit]]) -> list[Selected]:

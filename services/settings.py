@@ -17,7 +17,7 @@ class RetrievalSettings(BaseModel):
     candidates: int | None = None
     k: int | None = None
     conjunctive: bool | None = None
-    selector: Literal["rrf", "pursuit"] | None = None
+    selector: Literal["rrf", "pursuit", "coverage"] | None = None
 
 
 class EmbedderSettings(BaseModel):
@@ -32,7 +32,39 @@ class LimitSettings(BaseModel):
     max_batch_documents: int = 1000
     max_k: int = 200
     max_candidates: int = 1000
+    max_filter_values: int = 100  # entries in each of kinds / authors / threads of a query
     read_your_writes_timeout_s: float = 30.0
+
+
+class AuthSettings(BaseModel):
+    """Who may call the API. Health and metrics are always open; everything else needs an API key
+    or, when an issuer is configured, an OIDC bearer token."""
+
+    enabled: bool = True
+    # Keys live in <data_dir>/keys.sqlite unless set; only salted hashes are stored.
+    keys_file: Path | None = None
+    # With auth on and no key at all, `serve` creates one admin key and prints it once (the demo).
+    bootstrap_admin_key: bool = True
+    oidc_issuer: str | None = None
+    oidc_audience: str | None = None
+    oidc_jwks_url: str | None = None
+    oidc_algorithms: list[str] = Field(default_factory=lambda: ["RS256", "ES256"])
+    oidc_leeway_s: int = 30
+    tenant_claim: str = "orgmem_tenant"
+    principal_claim: str = "sub"
+    groups_claim: str = "groups"
+    role_claim: str = "orgmem_role"
+    # A token without a role claim gets this role; without a tenant claim, this tenant (None = refuse).
+    oidc_default_role: Literal["reader", "writer", "admin"] = "reader"
+    oidc_default_tenant: str | None = None
+    # Per caller, in the `limits` notation; several windows separated by ";".
+    rate_limit: str = "50/second;1500/minute"
+    # Per client address, for requests whose credentials fail (slows guessing and hash-cost abuse).
+    failed_auth_limit: str = "30/minute"
+    # "memory://" (one process) or a Redis URL; None = memory embedded, cluster.redis_url in the cluster.
+    rate_limit_storage: str | None = None
+    # CORS is off unless origins are listed (exact origins; "*" is refused because keys are bearer secrets).
+    cors_origins: list[str] = Field(default_factory=list)
 
 
 class ClusterSettings(BaseModel):
@@ -43,6 +75,13 @@ class ClusterSettings(BaseModel):
     qdrant_url: str | None = None
     qdrant_collection: str = "orgmem-rows"
     redis_url: str = "redis://127.0.0.1:6379/0"
+    kafka_replication_factor: int = 1
+    kafka_min_insync_replicas: int | None = None
+    es_shards: int = 1
+    es_replicas: int = 0
+    task_soft_time_limit_s: int = 3300
+    task_time_limit_s: int = 3600
+    task_visibility_timeout_s: int = 4200
 
 
 class Settings(BaseSettings):
@@ -58,6 +97,7 @@ class Settings(BaseSettings):
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
     cluster: ClusterSettings = Field(default_factory=ClusterSettings)
     # Folders whose files the connector API may read (default: <data_dir>/inbox).
     connector_roots: list[Path] = Field(default_factory=list)

@@ -20,11 +20,26 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def create_key(data_dir: Path, role: str = "admin", tenant: str = "default", principal: str = "test-admin",
+               groups: tuple[str, ...] = (), unrestricted: bool | None = None) -> str:
+    """A fresh API key in a data folder's key store; the token to send as 'Authorization: Bearer'."""
+    from services.keys import KeyStore
+
+    store = KeyStore(Path(data_dir) / "keys.sqlite")
+    try:
+        unrestricted = role == "admin" if unrestricted is None else unrestricted
+        return store.create(tenant, principal, role, "tests", groups=groups, unrestricted=unrestricted)[1]
+    finally:
+        store.close()
+
+
 @pytest.fixture
 def settings(tmp_path):
     from services.settings import Settings
 
-    return Settings(data_dir=tmp_path / "data", indexer_poll_s=0.05)
+    # Auth on, as `serve` runs; rate limits off so that tests that send bursts measure what they mean to.
+    return Settings(data_dir=tmp_path / "data", indexer_poll_s=0.05,
+                    auth={"enabled": True, "rate_limit": "", "failed_auth_limit": ""})
 
 
 @pytest.fixture
@@ -38,10 +53,15 @@ def memory(settings):
 
 
 class LiveServer:
-    def __init__(self, app, port: int):
+    """A uvicorn server in a thread; `client` is an httpx client with an admin key of the default tenant."""
+
+    def __init__(self, app, port: int, token: str | None = None):
         import uvicorn
 
         self.url = f"http://127.0.0.1:{port}"
+        self.token = token
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.client = httpx.Client(base_url=self.url, headers=self.headers, timeout=60)
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
@@ -57,6 +77,7 @@ class LiveServer:
         raise RuntimeError("server did not start")
 
     def __exit__(self, *exc):
+        self.client.close()
         self.server.should_exit = True
         self.thread.join(timeout=30)
 
@@ -65,5 +86,6 @@ class LiveServer:
 def live_server(settings, memory):
     from services.api.app import create_app
 
-    with LiveServer(create_app(settings, memory), free_port()) as server:
+    token = create_key(settings.data_dir) if settings.auth.enabled else None
+    with LiveServer(create_app(settings, memory), free_port(), token) as server:
         yield server

@@ -21,7 +21,8 @@ def encode_time(value: datetime | None) -> str | None:
     """Fixed-width UTC text, so that string order is time order inside SQLite."""
     if value is None:
         return None
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
+    # isoformat pads the year to four digits (strftime's %Y does not below year 1000).
+    return value.astimezone(timezone.utc).isoformat(timespec="microseconds")
 
 
 def decode_time(value: str | None) -> datetime | None:

@@ -17,9 +17,9 @@ log = logging.getLogger(__name__)
 PROBLEM_TYPE = "https://orgmem.dev/problems/"
 
 
-def problem(status: int, title: str, detail: str, kind: str, **extra) -> JSONResponse:
+def problem(status: int, title: str, detail: str, kind: str, headers: dict | None = None, **extra) -> JSONResponse:
     body = {"type": PROBLEM_TYPE + kind, "title": title, "status": status, "detail": detail, **extra}
-    return JSONResponse(body, status_code=status, media_type="application/problem+json")
+    return JSONResponse(body, status_code=status, media_type="application/problem+json", headers=headers)
 
 
 def _field_errors(exc: RequestValidationError) -> list[dict]:
@@ -47,7 +47,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(NotReady)
     async def _not_ready(_: Request, exc: NotReady):
-        return problem(503, "Not indexed yet", str(exc), "not-indexed", retry_after_s=1)
+        return problem(503, "Not indexed yet", str(exc), "not-indexed", headers={"Retry-After": "1"}, retry_after_s=1)
 
     @app.exception_handler(BackendUnavailable)
     async def _unavailable(_: Request, exc: BackendUnavailable):

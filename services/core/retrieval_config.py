@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-Selector = Literal["rrf", "pursuit"]
+Selector = Literal["rrf", "pursuit", "coverage"]
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,11 @@ class RetrievalConfig:
     pursuit_pool: int = 50
     pursuit_ridge: float = 0.0
     pursuit_tol: float = 0.0
+    pursuit_bonus: float = 0.0  # β: weight of the [0, 1]-scaled fused score added to each pick score
+    # selector "coverage" (services.core.selection.coverage_order; tuned on LoCoMo, docs/retrieval.md):
+    context_weight: float = 0.25  # share of the best thread neighbour's fused score a row inherits
+    context_window: int = 1  # neighbours: same thread, at most this many ingest positions away
+    coverage_every: int = 2  # every n-th slot goes to the best row of a not yet covered thread
 
     def with_overrides(self, **changes) -> "RetrievalConfig":
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
@@ -31,5 +36,11 @@ PRESETS: dict[str, RetrievalConfig] = {
     # Mem++ Table 6, LoCoMo column (disjunctive, C = 200, vector weight 2).
     "conversational": RetrievalConfig(
         weights={"lex": 1.0, "tag": 1.0, "vec": 2.0}, candidates=200, conjunctive=False
+    ),
+    # Thread-coverage selection as measured on LoCoMo held out (docs/retrieval.md): no tag leg,
+    # lex:vec 1:1, γ = 5, disjunctive, C = 200, no recency reserve.
+    "conversational-coverage": RetrievalConfig(
+        weights={"lex": 1.0, "tag": 0.0, "vec": 1.0}, candidates=200, gamma=5.0, reserve=0, conjunctive=False,
+        selector="coverage", context_weight=0.25, context_window=1, coverage_every=2,
     ),
 }

@@ -240,6 +240,19 @@ def test_bad_vectors_name_the_problem_and_the_rest_goes_in(index: VectorIndex) -
         index.search(vectors[0][:5], EVERYTHING, limit=3)
 
 
+def test_empty_batches_and_zero_limit_are_no_ops(index: VectorIndex) -> None:
+    rng = np.random.default_rng(11)
+    vector = unit(rng, 1)
+    index.upsert([], np.empty((0, DIM), dtype=np.float32))
+    index.update_state([])
+    assert index.search(vector[0], EVERYTHING, limit=10) == []
+    index.upsert([make_row("r", 1)], vector)
+    assert index.search(vector[0], EVERYTHING, limit=0) == []
+    assert index.search(vector[0], Scope(tenant="acme", kinds=frozenset()), limit=10) == []
+    with pytest.raises(OrgmemError, match="limit"):
+        index.search(vector[0], EVERYTHING, limit=-1)
+
+
 def test_unreachable_server_is_backend_unavailable() -> None:
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))

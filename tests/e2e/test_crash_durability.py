@@ -10,13 +10,13 @@ import time
 import httpx
 import pytest
 
-from tests.conftest import free_port
+from tests.conftest import create_key, free_port
 
 pytestmark = pytest.mark.slow
 
 
 def start_server(data_dir, port):
-    env = {**os.environ, "ORGMEM_INDEXER_POLL_S": "0.05"}
+    env = {**os.environ, "ORGMEM_INDEXER_POLL_S": "0.05", "ORGMEM_AUTH__RATE_LIMIT": ""}  # the check reads every row
     proc = subprocess.Popen(
         [sys.executable, "-m", "services.cli", "--log-level", "WARNING", "serve", "--data", str(data_dir), "--port", str(port)],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -37,12 +37,13 @@ def start_server(data_dir, port):
 
 def test_acknowledged_documents_survive_kill_9(tmp_path):
     data = tmp_path / "data"
+    auth = {"Authorization": f"Bearer {create_key(data)}"}
     proc, url = start_server(data, free_port())
     acknowledged: list[str] = []
     stop = threading.Event()
 
     def stream(client_id):
-        with httpx.Client(timeout=10) as client:
+        with httpx.Client(timeout=10, headers=auth) as client:
             i = 0
             while not stop.is_set():
                 docs = [{"text": f"client {client_id} decision number {i}-{j}: budget line {i * 7 + j}",
@@ -70,13 +71,13 @@ def test_acknowledged_documents_survive_kill_9(tmp_path):
     try:
         deadline = time.monotonic() + 600  # the restarted indexer embeds what the killed one had not
         while time.monotonic() < deadline:
-            stats = httpx.get(url + "/v1/stats").json()
+            stats = httpx.get(url + "/v1/stats", headers=auth).json()
             if stats["applied_position"] == stats["log_head"]:
                 break
             time.sleep(0.5)
-        missing = [rid for rid in acknowledged if httpx.get(f"{url}/v1/rows/{rid}").status_code != 200]
+        missing = [rid for rid in acknowledged if httpx.get(f"{url}/v1/rows/{rid}", headers=auth).status_code != 200]
         assert missing == [], f"{len(missing)} of {len(acknowledged)} acknowledged documents lost"
-        stats = httpx.get(url + "/v1/stats").json()
+        stats = httpx.get(url + "/v1/stats", headers=auth).json()
         assert stats["applied_position"] == stats["log_head"]
         assert stats["rows"]["active"] >= len(set(acknowledged))
     finally:

@@ -23,7 +23,7 @@ FILLER = [
 
 
 def post(server, path, body):
-    response = httpx.post(server.url + path, json=body, timeout=60)
+    response = server.client.post(path, json=body)
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -87,28 +87,28 @@ def test_row_and_thread_views_and_duplicates(live_server):
     again = post(live_server, "/v1/documents", {"documents": docs[:1] + [{"text": "   ", "author": "x"}]})
     assert again["row_ids"][0] == first["row_ids"][0]  # an exact repeat names the row it repeats
     post(live_server, "/v1/query", {"q": "policy", "after": again["position"]})
-    row = httpx.get(f"{live_server.url}/v1/rows/{first['row_ids'][1]}").json()
+    row = live_server.client.get(f"/v1/rows/{first['row_ids'][1]}").json()
     assert row["row"]["text"] == POLICY[1][2] and row["history"][0]["change"] == "observed"
-    thread = httpx.get(f"{live_server.url}/v1/threads/remote-work").json()
+    thread = live_server.client.get("/v1/threads/remote-work").json()
     assert [r["event_time"][:10] for r in thread["rows"]] == [p[0] for p in POLICY]
-    stats = httpx.get(f"{live_server.url}/v1/stats").json()
+    stats = live_server.client.get("/v1/stats").json()
     assert stats["rows"]["active"] == 3 and stats["rows"]["skipped"] == 2
-    missing = httpx.get(f"{live_server.url}/v1/rows/{again['row_ids'][1]}")
+    missing = live_server.client.get(f"/v1/rows/{again['row_ids'][1]}")
     assert missing.status_code == 404 and missing.headers["content-type"].startswith("application/problem+json")
 
 
 def test_bad_requests_name_the_field(live_server):
-    response = httpx.post(live_server.url + "/v1/documents", json={"documents": [{"text": "ok"}, {"author": "no text"}]})
+    response = live_server.client.post("/v1/documents", json={"documents": [{"text": "ok"}, {"author": "no text"}]})
     assert response.status_code == 422
     problem = response.json()
     assert problem["status"] == 422 and "documents.1.text" in problem["detail"]
-    stats = httpx.get(f"{live_server.url}/v1/stats").json()
+    stats = live_server.client.get("/v1/stats").json()
     assert stats["log_head"] == 0  # nothing half-written
-    response = httpx.post(live_server.url + "/v1/query", json={"q": "x", "k": 100000})
+    response = live_server.client.post("/v1/query", json={"q": "x", "k": 100000})
     assert response.status_code == 422 and "k" in response.json()["detail"]
-    response = httpx.post(live_server.url + "/v1/query", json={"q": "x", "as_of": "not a date"})
+    response = live_server.client.post("/v1/query", json={"q": "x", "as_of": "not a date"})
     assert response.status_code == 422 and "as_of" in response.json()["detail"]
-    response = httpx.post(live_server.url + "/v1/documents", content=b"{not json", headers={"content-type": "application/json"})
+    response = live_server.client.post("/v1/documents", content=b"{not json", headers={"content-type": "application/json"})
     assert response.status_code == 422
 
 

@@ -27,6 +27,11 @@ POINT_NAMESPACE = uuid.UUID("6f1d7c3e-2b4a-5e8f-9a10-4c2d8e7b3f51")
 KEYWORD_FIELDS = ("row_id", "acl", "state", "kind", "author", "thread")
 DATETIME_FIELDS = ("event_time", "ingested_at")
 TENANT_FIELD = "tenant"
+# Fields that also get extra HNSW links per value when the graph is built. Each costs about
+# one more graph build, so only those whose filters cut a tenant's rows to a small, graph-
+# disconnecting share: the tenant itself, access lists and kinds. The rest are either broad
+# (state) or narrow enough that the planner answers them exactly from the payload index.
+GRAPH_FIELDS = frozenset({TENANT_FIELD, "acl", "kind"})
 # What a search reads back per hit: enough to order ties without touching the row store.
 HIT_FIELDS = ["row_id", "ingest_position"]
 

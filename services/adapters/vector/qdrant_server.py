@@ -19,6 +19,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from schemas.rows import Row
 from services.adapters.vector._payload import (
     DATETIME_FIELDS,
+    GRAPH_FIELDS,
     HIT_FIELDS,
     KEYWORD_FIELDS,
     TENANT_FIELD,
@@ -43,6 +44,11 @@ COMPONENT = "vector index"
 UPSERT_BATCH = 256
 
 
+# ACORN keeps filtered HNSW recall up when the scope filter rejects most graph neighbours
+# (see the Edge adapter for the measurement); local mode searches exactly and ignores it.
+_SEARCH_PARAMS = qm.SearchParams(acorn=qm.AcornSearchParams(enable=True))
+
+
 class QdrantServerVectorIndex:
     """`client` is owned from here on: `close()` closes it."""
 
@@ -55,6 +61,10 @@ class QdrantServerVectorIndex:
         self.collection = collection
         self.dim = dim
         self.batch_size = max(1, batch_size)
+        options = getattr(client, "init_options", {}) or {}
+        local = options.get("path") is not None or options.get("location") == ":memory:"
+        # Local mode searches exactly and warns on every call that search params do nothing.
+        self._search_params = None if local else _SEARCH_PARAMS
         self._ensure_collection()
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -161,7 +171,12 @@ class QdrantServerVectorIndex:
         while True:
             with self._driver("search"):
                 points = self.client.query_points(
-                    self.collection, query=query, query_filter=qfilter, limit=fetch, with_payload=HIT_FIELDS
+                    self.collection,
+                    query=query,
+                    query_filter=qfilter,
+                    limit=fetch,
+                    with_payload=HIT_FIELDS,
+                    search_params=self._search_params,
                 ).points
             ranked = rank(
                 scored((p.payload or {}).get("row_id"), p.score, (p.payload or {}).get("ingest_position"))
@@ -216,8 +231,14 @@ def _payload_indexes() -> list[tuple[str, object]]:
     indexes: list[tuple[str, object]] = [
         (TENANT_FIELD, qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True))
     ]
-    indexes += [(name, qm.PayloadSchemaType.KEYWORD) for name in KEYWORD_FIELDS]
-    indexes += [(name, qm.PayloadSchemaType.DATETIME) for name in DATETIME_FIELDS]
+    indexes += [
+        (name, qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, enable_hnsw=name in GRAPH_FIELDS))
+        for name in KEYWORD_FIELDS
+    ]
+    indexes += [
+        (name, qm.DatetimeIndexParams(type=qm.DatetimeIndexType.DATETIME, enable_hnsw=name in GRAPH_FIELDS))
+        for name in DATETIME_FIELDS
+    ]
     return indexes
 
 

@@ -1,0 +1,127 @@
+"""LexicalIndex on Elasticsearch (cluster profile).
+
+Both legs are one `bool` query: the match (BM25 over text and title) or the tag terms rank, and
+the scope sits in `filter`, so it limits the candidates before ranking and scores nothing.
+Ties are ordered by the index itself (`sort`: score, then the later ingest position, then row
+id), so no slack fetch is needed as in the tantivy adapter.
+
+In the cluster profile this index and the row store share one ES index (one document per row);
+then the row store writes the documents when it commits a projected batch, and `upsert` here
+only validates (`writes=False`). Writing them here, before the row store has committed, would let
+the write-path rules read rows of a batch that a crash then replays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from schemas.rows import Row
+from services.adapters import elasticsearch_common as es
+from services.core.scope import Scope
+from services.core.text import normalise_tag
+from services.ports import Hit, OrgmemError
+
+COMPONENT = "lexical index (Elasticsearch)"
+
+
+def text_query(terms: Sequence[str], conjunctive: bool) -> dict | None:
+    """The ranking part of the lexical leg; None when no term has anything to match.
+
+    A term without a letter or digit analyses to no token: it is dropped rather than made a
+    veto (as in the tantivy adapter). `match` never parses query syntax."""
+    usable = [t for t in dict.fromkeys(terms) if any(ch.isalnum() for ch in t)]
+    if not usable:
+        return None
+    return {"match": {"body": {"query": " ".join(usable), "operator": "and" if conjunctive else "or",
+                               "zero_terms_query": "none"}}}
+
+
+def tags_query(candidates: Sequence[str]) -> dict | None:
+    tags = sorted({t for t in (normalise_tag(c) for c in candidates) if t})
+    if not tags:
+        return None
+    # `term` (not `terms`) per tag so each matched tag adds its own idf: more and rarer tags rank higher.
+    return {"bool": {"should": [{"term": {"tag": tag}} for tag in tags], "minimum_should_match": 1}}
+
+
+RANK_SORT = [{"_score": {"order": "desc"}}, {"ingest_position": {"order": "desc"}}, {"row_id": {"order": "asc"}}]
+
+
+def search_body(ranking: dict | None, scope: Scope, limit: int) -> dict | None:
+    """The whole search request (without the index), or None when nothing can match."""
+    if ranking is None or limit <= 0:
+        return None
+    query = es.scoped(ranking, scope)
+    if query is None:
+        return None
+    return {"query": query, "sort": RANK_SORT, "size": limit, "source": False, "track_total_hits": False}
+
+
+def checked_rows(rows: Sequence[object]) -> tuple[list[Row], list[str]]:
+    """The last version of each valid row of a batch, and a message per invalid item."""
+    latest: dict[str, Row] = {}
+    problems = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, Row):
+            problems.append(f"rows[{i}]: expected a Row, got {type(row).__name__}")
+            continue
+        latest[row.row_id] = row
+    return list(latest.values()), problems
+
+
+class ElasticsearchLexicalIndex:
+    def __init__(self, url: str | None = None, index: str = "orgmem-rows", *, client=None, shards: int = 1,
+                 replicas: int = 0, refresh: str = "true", writes: bool = True):
+        if client is None and not url:
+            raise OrgmemError("cluster.es_url: required for the Elasticsearch lexical index")
+        self.client = client if client is not None else es.connect(url)
+        self.index, self.shards, self.replicas = index, shards, replicas
+        self.refresh, self.writes = refresh, writes
+        if writes:
+            es.ensure_template_and_index(self.client, COMPONENT, index, shards, replicas)
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def upsert(self, rows: Sequence[Row]) -> None:
+        valid, problems = checked_rows(rows)
+        if self.writes and valid:
+            operations: list[dict] = []
+            for row in valid:
+                try:
+                    document = es.row_document(row)
+                except (TypeError, ValueError, OverflowError) as exc:
+                    problems.append(f"row_id={row.row_id!r}: {exc}")
+                    continue
+                operations += [{"index": {"_index": self.index, "_id": row.row_id}}, document]
+            if operations:
+                with es.driver_errors(COMPONENT, "bulk upsert"):
+                    response = self.client.bulk(operations=operations, refresh=self.refresh)
+                problems += es.bulk_failures(response.body if hasattr(response, "body") else response)
+        if problems:
+            raise OrgmemError(f"{COMPONENT}: upsert skipped " + "; ".join(problems))
+
+    def reset(self) -> None:
+        if not self.writes:
+            return  # the row store owns the shared index and empties it
+        with es.driver_errors(COMPONENT, "reset"):
+            self.client.indices.delete(index=self.index, ignore_unavailable=True)
+        es.ensure_template_and_index(self.client, COMPONENT, self.index, self.shards, self.replicas)
+
+    def close(self) -> None:
+        self.client.close()
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def search_text(self, terms: Sequence[str], scope: Scope, limit: int, conjunctive: bool) -> list[Hit]:
+        return self._search(search_body(text_query(terms, conjunctive), scope, limit), "search_text")
+
+    def search_tags(self, candidates: Sequence[str], scope: Scope, limit: int) -> list[Hit]:
+        return self._search(search_body(tags_query(candidates), scope, limit), "search_tags")
+
+    def _search(self, body: dict | None, action: str) -> list[Hit]:
+        if body is None:
+            return []
+        with es.driver_errors(COMPONENT, action):
+            response = self.client.search(index=self.index, search_type=es.search_type_for(self.shards), **body)
+        # With `sort`, the score is the first sort value (the `_score` field may be null).
+        return [Hit(hit["_id"], float(hit["sort"][0])) for hit in response["hits"]["hits"]]

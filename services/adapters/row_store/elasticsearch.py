@@ -1,0 +1,305 @@
+"""RowStore on Elasticsearch (cluster profile).
+
+Rows live in the rows index, one document per row (the same documents the lexical leg
+searches); their state history, the skipped documents and the projection checkpoint live in
+companion indices `<index>-history`, `<index>-skipped` and `<index>-meta`.
+
+ES has no multi-document transaction, so a batch is made atomic in effect with a redo record:
+`apply` first writes the whole batch into the checkpoint document (one document write is
+atomic), then the rows, history and skips, then the checkpoint with the batch cleared. A writer
+that finds a batch left pending (its predecessor died half-way) finishes it before anything
+else, so the write-path rules never read a half-applied batch. Every checkpoint write is
+conditional on the version this process last saw (`if_seq_no`), which fences out a second
+writer or a reset that happened meanwhile.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+
+from schemas.rows import Row, RowChange
+from services.adapters import elasticsearch_common as es
+from services.core.scope import Scope
+from services.ports import OrgmemError, RowMutation, SkippedDocument
+
+COMPONENT = "row store (Elasticsearch)"
+_CHECKPOINT = "checkpoint"
+_PAGE = 1000
+
+_K = {"type": "keyword"}
+HISTORY_MAPPINGS = {"dynamic": "strict", "properties": {
+    "row_id": _K, "tenant": _K, "position": {"type": "long"}, "at": {"type": "date"}, "at_us": {"type": "long"},
+    "change": _K, "state": _K, "superseded_by": _K, "run_id": _K, "reason": {"type": "text", "index": False},
+}}
+SKIPPED_MAPPINGS = {"dynamic": "strict", "properties": {
+    "row_id": _K, "position": {"type": "long"}, "reason": _K, "duplicate_of": _K,
+}}
+META_MAPPINGS = {"dynamic": "strict", "properties": {
+    "applied_position": {"type": "long"},
+    # The redo record of the batch being applied: kept whole in _source, never indexed.
+    "pending": {"type": "object", "enabled": False},
+}}
+
+
+class ProjectionFenced(OrgmemError):
+    """The checkpoint moved under this writer: another indexer took over, or a rebuild reset the
+    projections. The caller re-reads `applied_position()` and continues from there."""
+
+
+def history_document(mutation: RowMutation) -> dict:
+    change = mutation.change
+    doc = {"row_id": mutation.row.row_id, "tenant": mutation.row.tenant, "position": change.position,
+           "at": es.iso(change.at), "at_us": es.micros(change.at), "change": change.change, "state": change.state,
+           "reason": change.reason}
+    if change.superseded_by is not None:
+        doc["superseded_by"] = change.superseded_by
+    if change.run_id is not None:
+        doc["run_id"] = change.run_id
+    return doc
+
+
+def batch_operations(index: str, mutations: Sequence[RowMutation], skipped: Sequence[SkippedDocument]) -> list[dict]:
+    """The bulk body of one batch. History and skips are `create` (a replay finds them there:
+    409, tolerated = INSERT OR IGNORE); rows are `index` (the last version in the batch wins)."""
+    ops: list[dict] = []
+    for mutation in mutations:
+        row_id = mutation.row.row_id
+        ops += [{"index": {"_index": index, "_id": row_id}}, es.row_document(mutation.row)]
+        ops += [{"create": {"_index": f"{index}-history", "_id": f"{row_id}:{mutation.change.position}"}},
+                history_document(mutation)]
+    for skip in skipped:
+        doc = {"row_id": skip.row_id, "position": skip.position, "reason": skip.reason}
+        if skip.duplicate_of is not None:
+            doc["duplicate_of"] = skip.duplicate_of
+        ops += [{"create": {"_index": f"{index}-skipped", "_id": f"{skip.row_id}:{skip.position}"}}, doc]
+    return ops
+
+
+def encode_batch(mutations: Sequence[RowMutation], skipped: Sequence[SkippedDocument], position: int) -> dict:
+    return {
+        "position": position,
+        "mutations": [{"row": m.row.model_dump(mode="json"), "change": m.change.model_dump(mode="json")}
+                      for m in mutations],
+        "skipped": [[s.row_id, s.position, s.reason, s.duplicate_of] for s in skipped],
+    }
+
+
+def decode_batch(pending: dict) -> tuple[list[RowMutation], list[SkippedDocument], int]:
+    mutations = [RowMutation(row=Row.model_validate(m["row"]), change=RowChange.model_validate(m["change"]))
+                 for m in pending["mutations"]]
+    return mutations, [SkippedDocument(*s) for s in pending["skipped"]], int(pending["position"])
+
+
+class ElasticsearchRowStore:
+    def __init__(self, url: str | None = None, index: str = "orgmem-rows", *, client=None, shards: int = 1,
+                 replicas: int = 0, refresh: str = "true", writer: bool = True):
+        if client is None and not url:
+            raise OrgmemError("cluster.es_url: required for the Elasticsearch row store")
+        self.client = client if client is not None else es.connect(url)
+        self.index, self.shards, self.replicas, self.refresh, self.writer = index, shards, replicas, refresh, writer
+        self._seen: tuple[int, int] | None = None  # (seq_no, primary_term) of the checkpoint we last saw
+        self._create_indices()
+
+    @classmethod
+    def for_tests(cls, url: str) -> "ElasticsearchRowStore":
+        return cls(url, index=f"orgmem-test-{uuid.uuid4().hex[:10]}")
+
+    def _create_indices(self) -> None:
+        es.ensure_template_and_index(self.client, COMPONENT, self.index, self.shards, self.replicas)
+        from elasticsearch import BadRequestError
+
+        for suffix, mappings in (("history", HISTORY_MAPPINGS), ("skipped", SKIPPED_MAPPINGS), ("meta", META_MAPPINGS)):
+            name = f"{self.index}-{suffix}"
+            with es.driver_errors(COMPONENT, f"create {name}"):
+                if self.client.indices.exists(index=name):
+                    continue
+                try:
+                    self.client.indices.create(index=name, mappings=mappings, settings={
+                        "number_of_shards": 1 if suffix == "meta" else self.shards,
+                        "number_of_replicas": self.replicas})
+                except BadRequestError as exc:
+                    if "resource_already_exists" not in str(exc):
+                        raise
+
+    # -- the checkpoint and the batch -------------------------------------------------------
+
+    def _load(self) -> tuple[int, dict | None]:
+        from elasticsearch import NotFoundError
+
+        with es.driver_errors(COMPONENT, "read checkpoint"):
+            try:
+                doc = self.client.get(index=f"{self.index}-meta", id=_CHECKPOINT)
+            except NotFoundError:
+                self._seen = None
+                return 0, None
+        self._seen = (doc["_seq_no"], doc["_primary_term"])
+        source = doc["_source"]
+        return int(source.get("applied_position", 0)), source.get("pending")
+
+    def _store_checkpoint(self, applied: int, pending: dict | None) -> None:
+        from elasticsearch import ConflictError, NotFoundError
+
+        condition = ({"if_seq_no": self._seen[0], "if_primary_term": self._seen[1]} if self._seen
+                     else {"op_type": "create"})
+        with es.driver_errors(COMPONENT, "write checkpoint"):
+            try:
+                result = self.client.index(index=f"{self.index}-meta", id=_CHECKPOINT, refresh="true",
+                                           document={"applied_position": applied, "pending": pending}, **condition)
+            except (ConflictError, NotFoundError) as exc:
+                self._seen = None
+                raise ProjectionFenced(
+                    f"{COMPONENT}: the checkpoint of {self.index} changed under this writer (another indexer, "
+                    "or a rebuild); continue from applied_position()") from exc
+        self._seen = (result["_seq_no"], result["_primary_term"])
+
+    def _write_batch(self, mutations: Sequence[RowMutation], skipped: Sequence[SkippedDocument]) -> None:
+        operations = batch_operations(self.index, mutations, skipped)
+        if not operations:
+            return
+        with es.driver_errors(COMPONENT, "bulk apply"):
+            response = self.client.bulk(operations=operations, refresh=self.refresh)
+        failures = es.bulk_failures(response.body if hasattr(response, "body") else response, frozenset({409}))
+        if failures:
+            # The checkpoint keeps the batch pending: the next apply or restart redoes it whole.
+            raise OrgmemError(f"{COMPONENT}: batch not applied: " + "; ".join(failures[:10]))
+
+    def apply(self, mutations: Sequence[RowMutation], skipped: Sequence[SkippedDocument], position: int) -> None:
+        applied = self.applied_position() if self._seen is None else self._applied
+        self._store_checkpoint(applied, encode_batch(mutations, skipped, position))
+        self._write_batch(mutations, skipped)
+        self._applied = max(applied, position)
+        self._store_checkpoint(self._applied, None)
+
+    def applied_position(self) -> int:
+        applied, pending = self._load()
+        if pending and self.writer:
+            # The previous writer died between its redo record and its checkpoint: finish its batch.
+            mutations, skipped, position = decode_batch(pending)
+            self._write_batch(mutations, skipped)
+            applied = max(applied, position)
+            self._store_checkpoint(applied, None)
+        self._applied = applied
+        return applied
+
+    _applied = 0
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def get(self, row_id: str) -> Row | None:
+        return self.get_many([row_id]).get(row_id)
+
+    def get_many(self, row_ids: Sequence[str]) -> dict[str, Row]:
+        ids = list(dict.fromkeys(row_ids))
+        found: dict[str, Row] = {}
+        for start in range(0, len(ids), _PAGE):
+            with es.driver_errors(COMPONENT, "get rows"):
+                response = self.client.mget(index=self.index, ids=ids[start : start + _PAGE])
+            for doc in response["docs"]:
+                if doc.get("found"):
+                    found[doc["_id"]] = es.row_from_document(doc["_source"])
+        return found
+
+    def _search(self, index: str, query: dict, sort: list, size: int, action: str) -> list[dict]:
+        with es.driver_errors(COMPONENT, action):
+            response = self.client.search(index=index, query=query, sort=sort, size=size, track_total_hits=False)
+        return response["hits"]["hits"]
+
+    def _scan(self, index: str, query: dict, sort: list, action: str, limit: int | None = None) -> Iterator[dict]:
+        """Every hit in `sort` order, page by page (search_after on a total order)."""
+        after, seen = None, 0
+        while limit is None or seen < limit:
+            size = _PAGE if limit is None else min(_PAGE, limit - seen)
+            with es.driver_errors(COMPONENT, action):
+                response = self.client.search(index=index, query=query, sort=sort, size=size,
+                                              search_after=after, track_total_hits=False)
+            hits = response["hits"]["hits"]
+            yield from hits
+            seen += len(hits)
+            if len(hits) < size:
+                return
+            after = hits[-1]["sort"]
+
+    def history(self, row_id: str) -> list[RowChange]:
+        hits = self._scan(f"{self.index}-history", {"term": {"row_id": row_id}}, [{"position": "asc"}], "history")
+        return [RowChange(position=s["position"], at=s["at"], change=s["change"], state=s["state"],
+                          superseded_by=s.get("superseded_by"), run_id=s.get("run_id"), reason=s.get("reason", ""))
+                for s in (h["_source"] for h in hits)]
+
+    def thread(self, tenant: str, thread: str) -> list[Row]:
+        query = {"bool": {"filter": [{"term": {"tenant": tenant}}, {"term": {"thread": thread}}]}}
+        sort = [{"event_us": {"order": "asc", "missing": "_last"}}, {"ingest_position": "asc"}, {"row_id": "asc"}]
+        return [es.row_from_document(h["_source"]) for h in self._scan(self.index, query, sort, "thread")]
+
+    def skipped(self, row_id: str) -> SkippedDocument | None:
+        hits = self._search(f"{self.index}-skipped", {"term": {"row_id": row_id}}, [{"position": "asc"}], 1, "skipped")
+        if not hits:
+            return None
+        s = hits[0]["_source"]
+        return SkippedDocument(s["row_id"], s["position"], s["reason"], s.get("duplicate_of"))
+
+    def _first_id(self, filters: list[dict], must_not: list[dict] | None = None, action: str = "lookup") -> str | None:
+        query = {"bool": {"filter": filters, **({"must_not": must_not} if must_not else {})}}
+        hits = self._search(self.index, query, [{"ingest_position": "asc"}], 1, action)
+        return hits[0]["_id"] if hits else None
+
+    def find_source(self, tenant: str, source: str | None, source_id: str) -> str | None:
+        filters = [{"term": {"tenant": tenant}}, {"term": {"source_id": source_id}}]
+        if source is None:
+            return self._first_id(filters, [{"exists": {"field": "source"}}], "find_source")
+        return self._first_id(filters + [{"term": {"source": source}}], action="find_source")
+
+    def find_active_text(self, tenant: str, author_scope: str, content_hash: str) -> str | None:
+        return self._first_id([{"term": {"tenant": tenant}}, {"term": {"author_scope": author_scope}},
+                               {"term": {"content_hash": content_hash}}, {"term": {"state": "active"}}],
+                              action="find_active_text")
+
+    def recent(self, scope: Scope, exclude: Sequence[str], limit: int) -> list[Row]:
+        if limit <= 0:
+            return []
+        query = es.scoped(None, scope)
+        if query is None:
+            return []
+        if exclude:
+            query["bool"].setdefault("must_not", []).append({"ids": {"values": list(exclude)}})
+        hits = self._search(self.index, query, [{"ingest_position": "desc"}], limit, "recent")
+        return [es.row_from_document(h["_source"]) for h in hits]
+
+    def in_scope(self, scope: Scope, limit: int = 1_000_000) -> list[Row]:
+        """Every row of a scope (maintenance passes), in ingest order."""
+        query = es.scoped(None, scope)
+        if query is None:
+            return []
+        sort = [{"ingest_position": "asc"}, {"row_id": "asc"}]
+        return [es.row_from_document(h["_source"]) for h in self._scan(self.index, query, sort, "in_scope", limit)]
+
+    def inactive_at(self, tenant: str, known_at: datetime) -> frozenset[str]:
+        # A row's first step ('observed') is active; so the latest maintenance step at or before
+        # known_at, if any, tells its state then.
+        query = {"bool": {"filter": [{"term": {"tenant": tenant}}, {"range": {"at_us": {"lte": es.micros(known_at)}}}],
+                          "must_not": [{"term": {"change": "observed"}}]}}
+        last: dict[str, str] = {}
+        for hit in self._scan(f"{self.index}-history", query, [{"position": "asc"}, {"row_id": "asc"}], "inactive_at"):
+            last[hit["_source"]["row_id"]] = hit["_source"]["state"]
+        return frozenset(row_id for row_id, state in last.items() if state != "active")
+
+    def count(self, tenant: str | None = None) -> dict[str, int]:
+        query = {"term": {"tenant": tenant}} if tenant else {"match_all": {}}
+        with es.driver_errors(COMPONENT, "count"):
+            response = self.client.search(index=self.index, query=query, size=0,
+                                          aggs={"states": {"terms": {"field": "state", "size": 10}}})
+            skipped = self.client.count(index=f"{self.index}-skipped")["count"]
+        states = {b["key"]: b["doc_count"] for b in response["aggregations"]["states"]["buckets"]}
+        return {"active": states.get("active", 0), "archived": states.get("archived", 0), "skipped": skipped}
+
+    def reset(self) -> None:
+        """Delete every row, step, skip and the checkpoint (a rebuild replays the log)."""
+        names = [self.index] + [f"{self.index}-{s}" for s in ("history", "skipped", "meta")]
+        with es.driver_errors(COMPONENT, "reset"):
+            self.client.indices.delete(index=",".join(names), ignore_unavailable=True)
+        self._seen, self._applied = None, 0
+        self._create_indices()
+
+    def close(self) -> None:
+        self.client.close()

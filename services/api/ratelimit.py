@@ -1,0 +1,76 @@
+"""Per-caller rate limits with the `limits` library: memory storage in one process, Redis when
+several API processes share the limits (the cluster profile)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from limits import parse_many
+from limits.storage import storage_from_string
+from limits.strategies import SlidingWindowCounterRateLimiter
+
+from services.ports import OrgmemError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    allowed: bool
+    limit: str = ""
+    retry_after_s: int = 0
+
+
+def storage_url(settings) -> str:
+    if settings.auth.rate_limit_storage:
+        return settings.auth.rate_limit_storage
+    return settings.cluster.redis_url if settings.profile == "cluster" else "memory://"
+
+
+class RateLimiter:
+    """Several windows per caller (e.g. "50/second;1500/minute"); a request must pass all of them.
+
+    When the storage fails (Redis down) requests pass and a warning is logged at most once a
+    minute: limits protect capacity, and an outage of their store should not become an outage of
+    the API. Authentication is not affected by this choice.
+    """
+
+    def __init__(self, limits: str, storage: str = "memory://", namespace: str = "orgmem"):
+        try:
+            self.items = parse_many(limits) if limits.strip() else []
+        except ValueError as exc:
+            raise OrgmemError(f"auth.rate_limit: cannot parse {limits!r}: {exc}") from None
+        self.namespace = namespace
+        try:
+            self._limiter = SlidingWindowCounterRateLimiter(storage_from_string(storage))
+        except Exception as exc:  # the library raises its own and its driver's errors here
+            raise OrgmemError(f"auth.rate_limit_storage: cannot use {storage.split('@')[-1]!r}: {exc}") from None
+        self._warned_at = 0.0
+
+    def hit(self, identity: str) -> Verdict:
+        for item in self.items:
+            try:
+                allowed = self._limiter.hit(item, self.namespace, identity)
+                if not allowed:
+                    stats = self._limiter.get_window_stats(item, self.namespace, identity)
+                    wait = max(1, int(stats.reset_time - time.time() + 0.999))
+                    return Verdict(False, str(item), wait)
+            except Exception as exc:  # storage outage: fail open, see the class docstring
+                now = time.monotonic()
+                if now - self._warned_at > 60:
+                    self._warned_at = now
+                    log.warning("rate limit storage unavailable, letting requests pass: %s", type(exc).__name__)
+                return Verdict(True)
+        return Verdict(True)
+
+    def test(self, identity: str) -> bool:
+        """Whether one more hit would pass every window, without counting it."""
+        try:
+            return all(self._limiter.test(item, self.namespace, identity) for item in self.items)
+        except Exception:  # storage outage: fail open, see the class docstring
+            return True
+
+    def reset(self) -> None:
+        self._limiter.storage.reset()

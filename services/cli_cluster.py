@@ -1,0 +1,64 @@
+"""`orgmem indexer`: project the log into the row store and indexes, as its own process.
+
+Cluster profile: one member of a Kafka consumer group (run one or more; one holds the log's
+partition, the others stand by). Embedded profile: the headless indexer of a data folder (for
+`orgmem ingest --no-index` without a server); it takes the folder's lock like `serve` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def cmd_indexer(args: argparse.Namespace) -> int:
+    from services.cli import _settings
+    from workers.indexer.group import GroupIndexer, LogFeed
+
+    settings = _settings(args)
+    if args.profile:
+        settings.profile = args.profile
+    batch = args.batch or settings.indexer_batch
+    if settings.profile == "cluster":
+        from services.bootstrap import build_cluster_memory
+
+        memory, lock = build_cluster_memory(settings, role="indexer")
+        feed = memory.log.subscribe(args.group, checkpoint=memory.rows.applied_position,  # type: ignore[attr-defined]
+                                    max_poll_records=batch)
+    else:
+        from services.bootstrap import build_memory
+
+        memory, lock = build_memory(settings)
+        feed = LogFeed(memory.log, memory.rows.applied_position())
+    indexer = GroupIndexer(memory.projector, feed, batch=batch, poll_s=settings.indexer_poll_s,
+                           heartbeat=Path(args.heartbeat) if args.heartbeat else None)
+
+    def stop(signum, _frame) -> None:
+        log.info("indexer: signal %d, finishing the current batch", signum)
+        indexer.stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    print(f"orgmem indexer ({settings.profile}) following the log from position {memory.rows.applied_position()}",
+          file=sys.stderr, flush=True)
+    try:
+        indexer.run()
+    finally:
+        feed.close()
+        memory.close()
+        if lock is not None:
+            lock.release()
+    return 0
+
+
+def register(command, sub) -> None:
+    p = command("indexer", cmd_indexer, "project the log into the row store and indexes (its own process)")
+    p.add_argument("--profile", choices=["embedded", "cluster"], help="default: ORGMEM_PROFILE")
+    p.add_argument("--group", default="orgmem-indexer", help="Kafka consumer group (cluster profile)")
+    p.add_argument("--batch", type=int, help="events per batch (default: ORGMEM_INDEXER_BATCH)")
+    p.add_argument("--heartbeat", help="file touched after every batch or idle poll (for health checks)")

@@ -1,0 +1,189 @@
+"""`orgmem keys create|list|revoke` and `orgmem audit`.
+
+Keys are managed on the data folder directly (the key store is its own SQLite file, so this works
+while a server runs); every change is an `AdminActionRecorded` event in the log, and `orgmem audit`
+lists those together with maintenance runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import sys
+from datetime import datetime, timezone
+
+from schemas.events import AdminActionRecorded, MaintenanceRunFinished, MaintenanceRunStarted
+from services.keys import ROLES, KeyRequestError, KeyStore, record_admin_action
+
+
+def _actor(args: argparse.Namespace) -> str:
+    if getattr(args, "actor", None):
+        return args.actor
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):  # no user name in this environment (some containers)
+        return "cli"
+
+
+def _open(args: argparse.Namespace):
+    from services.bootstrap import open_event_log
+    from services.cli import _settings
+
+    settings = _settings(args)
+    return settings, KeyStore.for_settings(settings), open_event_log(settings)
+
+
+def cmd_keys_create(args: argparse.Namespace) -> int:
+    _, store, event_log = _open(args)
+    try:
+        actor = _actor(args)
+        try:
+            key, token = store.create(args.tenant, args.principal, args.role, actor, groups=args.group or [],
+                                      name=args.name or "", unrestricted=args.unrestricted)
+        except KeyRequestError as exc:
+            print(f"orgmem keys create: {exc}", file=sys.stderr)
+            return 2
+        record_admin_action(event_log, key.tenant, "key.created", actor, key.audit_details())
+        if args.json:
+            print(json.dumps({**key.public(), "token": token}))
+        else:
+            print(f"created key {key.key_id} ({key.role}) for {key.principal} in tenant {key.tenant}")
+            print("the key is shown only now; store it in a secret manager:")
+            print(token)
+    finally:
+        store.close()
+        event_log.close()
+    return 0
+
+
+def cmd_keys_list(args: argparse.Namespace) -> int:
+    _, store, event_log = _open(args)
+    try:
+        keys = store.list(tenant=args.tenant, include_revoked=not args.active)
+    finally:
+        store.close()
+        event_log.close()
+    if args.json:
+        print(json.dumps([k.public() for k in keys], indent=1))
+        return 0
+    print(f"{'key id':<13} {'tenant':<16} {'principal':<28} {'role':<7} {'created':<20} status")
+    for k in keys:
+        status = f"revoked {k.revoked_at:%Y-%m-%d %H:%M} by {k.revoked_by}" if k.revoked_at else "active"
+        extra = (" groups=" + ",".join(k.groups) if k.groups else "") + (" unrestricted" if k.unrestricted else "")
+        print(f"{k.key_id:<13} {k.tenant:<16} {k.principal:<28} {k.role:<7} {k.created_at:%Y-%m-%d %H:%M:%S}  "
+              f"{status}{extra}")
+    return 0
+
+
+def cmd_keys_revoke(args: argparse.Namespace) -> int:
+    _, store, event_log = _open(args)
+    try:
+        actor = _actor(args)
+        try:
+            before = store.get(args.key_id)
+            key = store.revoke(args.key_id, actor, tenant=args.tenant)
+        except KeyRequestError as exc:
+            print(f"orgmem keys revoke: {exc}", file=sys.stderr)
+            return 2
+        if before is not None and before.revoked_at is None:
+            record_admin_action(event_log, key.tenant, "key.revoked", actor,
+                                {"key_id": key.key_id, "principal": key.principal, "role": key.role})
+            print(f"revoked key {key.key_id} ({key.principal}, {key.role}, tenant {key.tenant})")
+        else:
+            print(f"key {key.key_id} was already revoked on {key.revoked_at:%Y-%m-%d %H:%M:%S} by {key.revoked_by}")
+    finally:
+        store.close()
+        event_log.close()
+    return 0
+
+
+def audit_entries(event_log, tenant: str | None = None, since: datetime | None = None, batch: int = 1000):
+    """Audited actions in log order: admin actions, and maintenance runs started and finished."""
+    position = 0
+    while True:
+        events = event_log.read(position, batch)
+        if not events:
+            return
+        for logged in events:
+            event = logged.event
+            position = logged.position
+            if tenant is not None and event.tenant != tenant:
+                continue
+            if since is not None and logged.appended_at < since:
+                continue
+            if isinstance(event, AdminActionRecorded):
+                yield logged, event.action, event.actor, event.details
+            elif isinstance(event, MaintenanceRunStarted):
+                yield logged, f"maintenance.{event.job}.started", event.requested_by or "system", \
+                    {"run_id": event.run_id, "judge": event.judge, "params": event.params}
+            elif isinstance(event, MaintenanceRunFinished):
+                yield logged, f"maintenance.{event.status}", "system", {"run_id": event.run_id, "summary": event.summary}
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from services.bootstrap import open_event_log
+    from services.cli import _settings
+
+    event_log = open_event_log(_settings(args))
+    try:
+        entries = list(audit_entries(event_log, args.tenant, args.since))
+    finally:
+        event_log.close()
+    if args.action:
+        entries = [e for e in entries if e[1].startswith(args.action)]
+    entries = entries[-args.limit:] if args.limit else entries
+    for logged, action, actor, details in entries:
+        if args.json:
+            print(json.dumps({"position": logged.position, "at": logged.appended_at.isoformat(),
+                              "tenant": logged.event.tenant, "action": action, "actor": actor, "details": details},
+                             default=str))
+        else:
+            summary = " ".join(f"{k}={v}" for k, v in details.items() if v not in (None, "", [], {}))
+            print(f"{logged.appended_at:%Y-%m-%d %H:%M:%S}  #{logged.position:<8} {logged.event.tenant:<14} "
+                  f"{action:<28} by {actor}  {summary}")
+    return 0
+
+
+def _since(value: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO date or time: {value!r}") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def register(command, sub) -> None:
+    keys = command("keys", lambda args: keys.print_help() or 2, "create, list and revoke API keys")
+    verbs = keys.add_subparsers(dest="keys_command", required=True)
+
+    def verb(name: str, handler, help_: str) -> argparse.ArgumentParser:
+        p = verbs.add_parser(name, help=help_)
+        # SUPPRESS: an omitted --data here must not overwrite one given before the verb.
+        p.add_argument("--data", default=argparse.SUPPRESS, help="data folder")
+        p.set_defaults(handler=handler)
+        return p
+
+    p = verb("create", cmd_keys_create, "create a key and print it once")
+    p.add_argument("--tenant", default="default")
+    p.add_argument("--principal", required=True, help="the user or service the key stands for")
+    p.add_argument("--role", choices=ROLES, required=True)
+    p.add_argument("--group", action="append", help="a group the principal is in (repeatable)")
+    p.add_argument("--name", help="a note: what the key is for")
+    p.add_argument("--unrestricted", action="store_true", help="admin only: read every row of the tenant")
+    p.add_argument("--actor", help="who creates it, for the audit log (default cli:<user>)")
+    p.add_argument("--json", action="store_true")
+    p = verb("list", cmd_keys_list, "list keys (never their secrets)")
+    p.add_argument("--tenant")
+    p.add_argument("--active", action="store_true", help="only keys not revoked")
+    p.add_argument("--json", action="store_true")
+    p = verb("revoke", cmd_keys_revoke, "revoke a key at once")
+    p.add_argument("key_id")
+    p.add_argument("--tenant", help="refuse unless the key belongs to this tenant")
+    p.add_argument("--actor")
+    p = command("audit", cmd_audit, "list audited admin actions and maintenance runs from the log")
+    p.add_argument("--tenant")
+    p.add_argument("--since", type=_since)
+    p.add_argument("--action", help="only actions starting with this, e.g. key. or maintenance.")
+    p.add_argument("--limit", type=int, default=0, help="only the last N")
+    p.add_argument("--json", action="store_true")

@@ -1,0 +1,119 @@
+"""Selection: from the fused candidate list to an ordered answer (pure; no I/O).
+
+The read path fuses the legs (weighted RRF) into one ranked list; a selector then decides the
+order in which rows fill the k slots. Every selector returns an order over the whole matched
+list (selected rows first), so the recency reserve can follow any of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from services.core.pursuit import pursuit_select
+
+VectorsFor = Callable[[Sequence[str]], np.ndarray]  # row ids -> (n, d) embeddings, aligned
+
+
+@dataclass(frozen=True)
+class Pool:
+    """The fused list of one query: ids best first, their fused scores, and for each row its
+    thread (None when unthreaded) and ingest position (turn order inside a thread)."""
+
+    ids: list[str]
+    scores: np.ndarray
+    threads: list[str | None]
+    positions: list[int]
+
+    def __post_init__(self):
+        n = len(self.ids)
+        if not (len(self.scores) == len(self.threads) == len(self.positions) == n):
+            raise ValueError("pool: ids, scores, threads and positions must have the same length")
+
+
+def _with_rest(pool: Pool, chosen: Sequence[int]) -> list[str]:
+    taken = set(chosen)
+    return [pool.ids[i] for i in chosen] + [rid for i, rid in enumerate(pool.ids) if i not in taken]
+
+
+def fused_order(pool: Pool) -> list[str]:
+    return list(pool.ids)
+
+
+def pursuit_order(
+    pool: Pool, query: np.ndarray, vectors_for: VectorsFor, budget: int, size: int,
+    ridge: float = 0.0, tol: float = 0.0, bonus_weight: float = 0.0,
+) -> list[str]:
+    """MemPursuit over the top `size` fused rows; with bonus_weight > 0 each pick score adds
+    bonus_weight × the fused score scaled to [0, 1] over the pool."""
+    size = min(max(size, 1), len(pool.ids))
+    if size == 0 or budget <= 0:
+        return list(pool.ids)
+    E = vectors_for(pool.ids[:size])
+    bonus = None
+    if bonus_weight:
+        s = np.asarray(pool.scores[:size], dtype=np.float64)
+        bonus = (s - s.min()) / (s.max() - s.min()) if s.max() > s.min() else np.ones(size)
+    result = pursuit_select(query, E, budget, ridge=ridge, tol=tol, score_bonus=bonus, bonus_weight=bonus_weight)
+    return _with_rest(pool, result.order)
+
+
+def context_scores(pool: Pool, weight: float, window: int = 1) -> np.ndarray:
+    """Fused scores plus `weight` × the best fused score among the row's thread neighbours:
+    matched rows of the same thread at most `window` ingest positions away. A turn that answers
+    the turn before it (or is answered by the next) inherits part of that turn's match."""
+    scores = np.asarray(pool.scores, dtype=np.float64)
+    if weight == 0.0 or window <= 0:
+        return scores.copy()
+    at = {(t, p): i for i, (t, p) in enumerate(zip(pool.threads, pool.positions)) if t is not None}
+    out = scores.copy()
+    for i, (t, p) in enumerate(zip(pool.threads, pool.positions)):
+        if t is None:
+            continue
+        best = max((scores[at[(t, p + d)]] for d in range(-window, window + 1) if d and (t, p + d) in at), default=None)
+        if best is not None:
+            out[i] += weight * best
+    return out
+
+
+def coverage_order(pool: Pool, budget: int, context_weight: float, every: int, window: int = 1) -> list[str]:
+    """Thread-coverage selection: rows by context score (see `context_scores`), except that every
+    `every`-th slot goes to the best row of a thread not represented yet (while one remains).
+    Greedy slot by slot, so the answer for a smaller budget is a prefix of the larger one."""
+    n = len(pool.ids)
+    scores = context_scores(pool, context_weight, window)
+    by_score = np.argsort(-scores, kind="stable")  # stable: ties keep the fused order
+    threads = [t if t is not None else ("row", i) for i, t in enumerate(pool.threads)]
+    taken = np.zeros(n, dtype=bool)
+    covered: set = set()
+    chosen: list[int] = []
+    cursor = 0  # by_score[:cursor] are all taken
+    for slot in range(min(budget, n)):
+        pick = None
+        if every > 0 and slot % every == every - 1:
+            pick = next((int(i) for i in by_score[cursor:] if not taken[i] and threads[i] not in covered), None)
+        if pick is None:
+            while taken[by_score[cursor]]:
+                cursor += 1
+            pick = int(by_score[cursor])
+        taken[pick] = True
+        covered.add(threads[pick])
+        chosen.append(pick)
+    return _with_rest(pool, chosen)
+
+
+def select(pool: Pool, query: np.ndarray, vectors_for: VectorsFor, config) -> tuple[list[str], str]:
+    """The order `config.selector` gives the pool, and the reason recorded on its lead rows.
+    `config` is a RetrievalConfig; the lead budget is k minus the recency reserve."""
+    budget = max(config.k - config.reserve, 0)
+    if len(pool.ids) <= 1 or config.selector == "rrf":
+        return fused_order(pool), "fused"
+    if config.selector == "pursuit":
+        order = pursuit_order(pool, query, vectors_for, budget, config.pursuit_pool, config.pursuit_ridge,
+                              config.pursuit_tol, config.pursuit_bonus)
+        return order, "pursuit"
+    if config.selector == "coverage":
+        return coverage_order(pool, budget, config.context_weight, config.coverage_every, config.context_window), "coverage"
+    raise ValueError(f"selector: unknown selector {config.selector!r}")

@@ -1,0 +1,178 @@
+"""Build (once) the orgmem data folder of a dataset, and fetch each question's leg candidates.
+
+Ingestion goes through orgmem's own write path: `Memory.ingest` (or the email connector) into the
+event log, then `Memory.catch_up` projects rows, the tantivy index and the Qdrant Edge vectors.
+A fingerprint of the documents sits next to the folder, so a rerun skips ingestion.
+
+Selection experiments replay offline from `Candidates`: each question's ranked leg lists, its
+query embedding, and the embeddings and thread of every row of its group, fetched once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import shutil
+import sys
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+from schemas.documents import DocumentIn
+from services.core.scope import Scope
+from services.core.text import content_terms, tag_candidates
+from services.core.write_rules import row_id_for
+from services.evaluation.datasets import Dataset, Group
+from services.memory import Caller, Memory
+
+CANDIDATE_CACHE_VERSION = 1
+BATCH = 1000
+
+
+@dataclass
+class GroupRows:
+    """Every stored row of one group (tenant), in ingest order."""
+
+    ids: list[str]
+    threads: list[str | None]
+    recency: list[tuple[datetime, int]]  # (event time or ingest time, ingest position)
+    vectors: np.ndarray  # (n, d) unit rows aligned with ids
+
+
+@dataclass
+class QuestionCandidates:
+    qid: str
+    category: str
+    group: str
+    query: np.ndarray  # (d,)
+    legs: dict[str, list[tuple[str, float]]]  # leg -> ranked (row id, score), C at most
+    gold: list[str]  # gold row ids (repeats mapped to the row they repeat)
+
+
+@dataclass
+class Candidates:
+    dataset: str
+    candidates: int
+    groups: dict[str, GroupRows]
+    questions: list[QuestionCandidates]
+    dropped: dict[str, int]
+
+
+def fingerprint(dataset: Dataset) -> str:
+    h = hashlib.sha256(dataset.name.encode())
+    for group in dataset.groups:
+        h.update(group.key.encode())
+        for doc in group.documents:
+            h.update(doc.model_dump_json().encode())
+        for path in group.mail_paths:
+            h.update(str(sorted(p.name for p in Path(path).rglob("*"))).encode())
+    return h.hexdigest()[:16]
+
+
+def _ingest_group(memory: Memory, group: Group, folder: Path) -> None:
+    caller = Caller(tenant=group.key)
+    for start in range(0, len(group.documents), BATCH):
+        memory.ingest(group.documents[start : start + BATCH], caller)
+    if group.mail_paths:
+        from services.connectors.base import ConnectorState
+        from services.connectors.email import run_email
+
+        state = ConnectorState(folder / "connectors" / group.key, "email")
+        run_email(group.mail_paths, lambda docs: memory.ingest(docs, caller), state)
+
+
+def open_store(dataset: Dataset, folder: Path, log=sys.stderr):
+    """(memory, lock) over the dataset's data folder under `folder`, ingesting it if needed.
+    The caller closes both: `memory.close(); lock.release()`."""
+    from services.bootstrap import build_memory
+    from services.settings import Settings
+
+    folder = Path(folder)
+    marker = folder / "built.txt"
+    want = fingerprint(dataset)
+    if marker.exists() and marker.read_text().strip() != want:
+        print(f"{dataset.name}: documents changed since the last build; rebuilding {folder}", file=log)
+        shutil.rmtree(folder / "data", ignore_errors=True)
+        shutil.rmtree(folder / "connectors", ignore_errors=True)
+        marker.unlink()
+    memory, lock = build_memory(Settings(data_dir=folder / "data"))
+    try:
+        if not marker.exists():
+            docs = sum(len(g.documents) for g in dataset.groups)
+            print(f"{dataset.name}: ingesting {len(dataset.groups)} groups ({docs or 'email'} documents)", file=log)
+            for group in dataset.groups:
+                _ingest_group(memory, group, folder)
+            memory.catch_up(progress=lambda pos, s: print(f"  indexed to {pos}: {s.rows_added} rows", file=log))
+            marker.write_text(want)
+        else:
+            memory.catch_up()
+    except BaseException:
+        memory.close()
+        lock.release()
+        raise
+    return memory, lock
+
+
+def gold_rows(memory: Memory, tenant: str, source: str, source_ids: tuple[str, ...]) -> list[str]:
+    """Row ids of gold documents; a document skipped as a repeat maps to the row it repeats."""
+    out = []
+    for sid in source_ids:
+        rid = row_id_for(tenant, DocumentIn(text="-", source=source, source_id=sid))
+        if memory.rows.get(rid) is None:
+            skipped = memory.rows.skipped(rid)
+            rid = skipped.duplicate_of if skipped and skipped.duplicate_of else None
+        if rid is not None:
+            out.append(rid)
+    return list(dict.fromkeys(out))
+
+
+def _group_rows(memory: Memory, tenant: str) -> GroupRows:
+    # Rows of a tenant in ingest order; `recent` with a large limit lists them all (newest first).
+    rows = memory.rows.recent(Scope(tenant=tenant), exclude=[], limit=10**7)[::-1]
+    vectors = memory.vectors.vectors([r.row_id for r in rows])
+    rows = [r for r in rows if r.row_id in vectors]
+    matrix = np.stack([vectors[r.row_id] for r in rows]).astype(np.float32) if rows else np.zeros((0, 0), np.float32)
+    return GroupRows([r.row_id for r in rows], [r.thread for r in rows],
+                     [(r.event_time or r.ingested_at, r.ingest_position) for r in rows], matrix)
+
+
+def fetch_candidates(memory: Memory, dataset: Dataset, candidates: int = 200) -> Candidates:
+    """Each question's three legs (disjunctive BM25, tags, vectors; C rows each) in its own scope."""
+    groups = {g.key: _group_rows(memory, g.key) for g in dataset.groups}
+    queries = memory.retriever.embedder.encode([q.text for q in dataset.questions])
+    out, dropped = [], dict(dataset.dropped)
+    for q, qv in zip(dataset.questions, queries):
+        gold = gold_rows(memory, q.group, dataset.source, q.gold)
+        if not gold:
+            dropped["questions whose gold rows were not stored"] = dropped.get("questions whose gold rows were not stored", 0) + 1
+            continue
+        scope = Scope(tenant=q.group)
+        legs = {
+            "lex": memory.lexical.search_text(content_terms(q.text), scope, candidates, False),
+            "tag": memory.lexical.search_tags(tag_candidates(q.text), scope, candidates),
+            "vec": memory.vectors.search(qv, scope, candidates),
+        }
+        out.append(QuestionCandidates(q.qid, q.category, q.group, np.asarray(qv, np.float32),
+                                      {leg: [(h.row_id, h.score) for h in hits] for leg, hits in legs.items()}, gold))
+    return Candidates(dataset.name, candidates, groups, out, dropped)
+
+
+def cached_candidates(dataset: Dataset, folder: Path, candidates: int = 200, log=sys.stderr) -> Candidates:
+    """Candidates from `folder`'s cache when it matches the documents, else built (and cached)."""
+    folder = Path(folder)
+    path = folder / f"candidates-C{candidates}-v{CANDIDATE_CACHE_VERSION}-{fingerprint(dataset)}.pkl"
+    if path.exists():
+        with open(path, "rb") as handle:
+            return pickle.load(handle)
+    memory, lock = open_store(dataset, folder, log)
+    try:
+        result = fetch_candidates(memory, dataset, candidates)
+    finally:
+        memory.close()
+        lock.release()
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as handle:
+        pickle.dump(result, handle)
+    return result

@@ -1,0 +1,224 @@
+"""API keys: a SQLite file in the data folder that holds only salted hashes of the secrets.
+
+A key reads `om_<key id>_<secret>`. The key id is public (it names the key in lists, audit
+entries and revocations); the secret is 256 random bits, shown once at creation and stored only
+as an scrypt hash with its own salt, so a copy of the file does not let anyone call the API.
+scrypt costs ~50 ms, far too much per request, so a key that verified once is remembered in
+memory by a SHA-256 of the presented token, tied to the stored hash it matched; the row is still
+read on every request, so a revocation from another process takes effect at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import secrets
+import sqlite3
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from schemas.events import AdminActionRecorded
+from services.adapters.sqlite_common import connect, decode_time, encode_time
+from services.memory import Caller
+from services.ports import BackendUnavailable, EventLog, OrgmemError
+
+ROLES = ("reader", "writer", "admin")
+TOKEN_PREFIX = "om_"
+_TOKEN = re.compile(r"^om_([0-9a-f]{12})_([A-Za-z0-9_-]{20,128})$")
+# Tenants, principals and groups: printable names without spaces; "*" is the public ACL token.
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+:/=-]{0,127}$")
+_SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
+_CACHE_LIMIT = 10_000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS api_keys (
+    key_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, principal TEXT NOT NULL, groups TEXT NOT NULL,
+    role TEXT NOT NULL, unrestricted INTEGER NOT NULL DEFAULT 0, name TEXT NOT NULL DEFAULT '',
+    salt BLOB NOT NULL, hash BLOB NOT NULL, params TEXT NOT NULL,
+    created_at TEXT NOT NULL, created_by TEXT NOT NULL, revoked_at TEXT, revoked_by TEXT
+);
+CREATE INDEX IF NOT EXISTS api_keys_tenant ON api_keys(tenant, created_at);
+"""
+
+
+class KeyRequestError(OrgmemError):
+    """A key request that cannot be honoured (bad name, unknown key, wrong tenant)."""
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    key_id: str
+    tenant: str
+    principal: str
+    groups: tuple[str, ...]
+    role: str
+    unrestricted: bool
+    name: str
+    created_at: datetime
+    created_by: str
+    revoked_at: datetime | None = None
+    revoked_by: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+    def caller(self) -> Caller:
+        readers = None if self.unrestricted else frozenset({self.principal.lower(), *(g.lower() for g in self.groups)})
+        return Caller(tenant=self.tenant, readers=readers, name=f"{self.principal} (key {self.key_id})", role=self.role)
+
+    def audit_details(self) -> dict:
+        return {"key_id": self.key_id, "principal": self.principal, "groups": list(self.groups), "role": self.role,
+                "unrestricted": self.unrestricted, "name": self.name}
+
+    def public(self) -> dict:
+        """Everything about a key except its secret and hash: safe to list, print and audit."""
+        return {"key_id": self.key_id, "tenant": self.tenant, "principal": self.principal, "groups": list(self.groups),
+                "role": self.role, "unrestricted": self.unrestricted, "name": self.name,
+                "created_at": self.created_at.isoformat(), "created_by": self.created_by,
+                "revoked_at": self.revoked_at.isoformat() if self.revoked_at else None, "revoked_by": self.revoked_by}
+
+
+def check_name(field: str, value: str) -> str:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise KeyRequestError(f"{field}: {value!r} is not a valid name (1-128 of letters, digits and ._@+:/=-, "
+                        "starting with a letter or digit)")
+    return value
+
+
+def _hash(secret: str, salt: bytes) -> bytes:
+    return hashlib.scrypt(secret.encode("utf-8"), salt=salt, maxmem=64 * 1024 * 1024, **_SCRYPT)
+
+
+def key_id_of(token: str) -> str | None:
+    """The public key id inside a presented token, or None when it is not shaped like one of ours."""
+    match = _TOKEN.match(token)
+    return match.group(1) if match else None
+
+
+class KeyStore:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        try:
+            self._conn = connect(self.path)
+            self._conn.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise BackendUnavailable("key store", str(exc)) from exc
+        try:  # the file holds hashes only, but there is no reason for others to read it
+            self.path.chmod(0o600)
+        except OSError:
+            pass
+        self._lock = threading.Lock()
+        self._verified: dict[bytes, bytes] = {}
+
+    @classmethod
+    def for_settings(cls, settings) -> "KeyStore":
+        return cls(settings.auth.keys_file or Path(settings.data_dir) / "keys.sqlite")
+
+    def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
+        with self._lock:
+            try:
+                return self._conn.execute(sql, args).fetchall()
+            except sqlite3.Error as exc:
+                raise BackendUnavailable("key store", str(exc)) from exc
+
+    @staticmethod
+    def _key(row: tuple) -> ApiKey:
+        (key_id, tenant, principal, groups, role, unrestricted, name, created_at, created_by, revoked_at, revoked_by) = row
+        return ApiKey(key_id, tenant, principal, tuple(json.loads(groups)), role, bool(unrestricted), name,
+                      decode_time(created_at), created_by, decode_time(revoked_at), revoked_by)
+
+    _COLUMNS = ("key_id, tenant, principal, groups, role, unrestricted, name, created_at, created_by, "
+                "revoked_at, revoked_by")
+
+    def create(self, tenant: str, principal: str, role: str, actor: str, groups: list[str] | tuple[str, ...] = (),
+               name: str = "", unrestricted: bool = False) -> tuple[ApiKey, str]:
+        """A new key and its token. The token is returned here and never again."""
+        check_name("tenant", tenant)
+        check_name("principal", principal)
+        for group in groups:
+            check_name("groups", group)
+        if role not in ROLES:
+            raise KeyRequestError(f"role: {role!r} is not one of {', '.join(ROLES)}")
+        if unrestricted and role != "admin":
+            raise KeyRequestError("unrestricted: only an admin key may read past access lists")
+        if len(name) > 200:
+            raise KeyRequestError("name: at most 200 characters")
+        key_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
+        salt = secrets.token_bytes(16)
+        now = datetime.now(timezone.utc)
+        groups = tuple(dict.fromkeys(groups))
+        with self._lock:
+            try:
+                self._conn.execute(
+                    f"INSERT INTO api_keys ({self._COLUMNS}, salt, hash, params) VALUES (?,?,?,?,?,?,?,?,?,NULL,NULL,?,?,?)",
+                    (key_id, tenant, principal, json.dumps(list(groups)), role, int(unrestricted), name,
+                     encode_time(now), actor, salt, _hash(secret, salt), json.dumps(_SCRYPT)),
+                )
+            except sqlite3.Error as exc:
+                raise BackendUnavailable("key store", str(exc)) from exc
+        return ApiKey(key_id, tenant, principal, groups, role, unrestricted, name, now, actor), f"{TOKEN_PREFIX}{key_id}_{secret}"
+
+    def get(self, key_id: str) -> ApiKey | None:
+        rows = self._query(f"SELECT {self._COLUMNS} FROM api_keys WHERE key_id = ?", (key_id,))
+        return self._key(rows[0]) if rows else None
+
+    def list(self, tenant: str | None = None, include_revoked: bool = True) -> list[ApiKey]:
+        where, args = [], []
+        if tenant is not None:
+            where.append("tenant = ?")
+            args.append(tenant)
+        if not include_revoked:
+            where.append("revoked_at IS NULL")
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        return [self._key(r) for r in self._query(f"SELECT {self._COLUMNS} FROM api_keys{clause} ORDER BY created_at", tuple(args))]
+
+    def count_active(self) -> int:
+        return self._query("SELECT COUNT(*) FROM api_keys WHERE revoked_at IS NULL")[0][0]
+
+    def revoke(self, key_id: str, actor: str, tenant: str | None = None) -> ApiKey:
+        """Revoke a key (of `tenant`, when given: a tenant's admin cannot see other tenants' keys)."""
+        key = self.get(key_id)
+        if key is None or (tenant is not None and key.tenant != tenant):
+            raise KeyRequestError(f"key_id: no key {key_id!r}")
+        if key.revoked_at is None:
+            self._query("UPDATE api_keys SET revoked_at = ?, revoked_by = ? WHERE key_id = ? AND revoked_at IS NULL",
+                        (encode_time(datetime.now(timezone.utc)), actor, key_id))
+        return self.get(key_id)
+
+    def verify(self, token: str, cached_only: bool = False) -> ApiKey | None:
+        """The active key a token belongs to, or None (unknown, revoked or wrong secret).
+        cached_only: answer only from tokens verified before (no hash computed)."""
+        key_id = key_id_of(token)
+        if key_id is None:
+            return None
+        rows = self._query("SELECT salt, hash, revoked_at FROM api_keys WHERE key_id = ?", (key_id,))
+        if not rows or rows[0][2] is not None:
+            return None
+        salt, stored, _ = rows[0]
+        fingerprint = hashlib.sha256(token.encode("utf-8")).digest()
+        cached = self._verified.get(fingerprint)
+        if cached is None or not hmac.compare_digest(cached, stored):
+            if cached_only:
+                return None
+            secret = token[len(TOKEN_PREFIX) + 13:]
+            if not hmac.compare_digest(_hash(secret, salt), stored):
+                return None
+            if len(self._verified) >= _CACHE_LIMIT:
+                self._verified.clear()
+            self._verified[fingerprint] = stored
+        return self.get(key_id)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def record_admin_action(event_log: EventLog, tenant: str, action: str, actor: str, details: dict | None = None) -> int:
+    """Append an audited admin action (who, what; the log stamps when). Never pass secrets here."""
+    logged = event_log.append([AdminActionRecorded(tenant=tenant, action=action, actor=actor, details=details or {})])
+    return logged[-1].position

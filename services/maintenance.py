@@ -1,0 +1,503 @@
+"""Maintenance runs (consolidation, MemRefine, revert) as audited use cases over one Memory.
+
+A run reads one tenant's projections, asks a judge, and appends what the pure planners in
+`services.core.maintenance` return; it never writes a projection itself. Every run is framed by
+MaintenanceRunStarted / MaintenanceRunFinished in the log, every decision event carries the run
+id, the judge and a reason, and the list of runs is a fold over the log, so it survives restarts
+and a rebuild. The in-process runner and the Celery tasks both call this module (through
+`workers.maintenance.jobs`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import secrets
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from types import SimpleNamespace
+
+from schemas.documents import DocumentIn
+from schemas.events import (
+    AdminActionRecorded,
+    Event,
+    LoggedEvent,
+    MaintenanceRunFinished,
+    MaintenanceRunStarted,
+    RowArchived,
+    RowDerived,
+    RowRestored,
+    RowSuperseded,
+)
+from schemas.rows import Row
+from services.core.maintenance import (
+    Budget,
+    IncompatibleAccess,
+    Judge,
+    JudgeFailed,
+    RefinePlanner,
+    group_rows,
+    inverse_events,
+    plan_group,
+)
+from services.core.maintenance.consolidation import DEFAULT_TAU, Neighbours
+from services.core.scope import Scope
+from services.memory import Memory, NotFound, NotReady
+from services.ports import OrgmemError
+from workers.indexer.projector import embedding_text
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[dict], None]
+DECISION_EVENTS = (RowSuperseded, RowArchived, RowDerived, RowRestored)
+READ_BATCH = 1000
+
+
+class RunNotFound(NotFound):
+    pass
+
+
+class RunConflict(OrgmemError):
+    """The run cannot be reverted (still running, already reverted, or later runs built on it)."""
+
+
+class MaintenanceFailed(OrgmemError):
+    """A run stopped on an error; it is recorded as failed and what it appended stays revertible."""
+
+
+@dataclass
+class RunInfo:
+    """What the log says about one run, plus live progress from the process running it."""
+
+    run_id: str
+    job: str
+    tenant: str
+    status: str  # queued | running | finished | failed | reverted
+    params: dict = field(default_factory=dict)
+    judge: str = ""
+    requested_by: str = ""
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    started_position: int | None = None
+    finished_position: int | None = None
+    summary: dict = field(default_factory=dict)
+    progress: dict = field(default_factory=dict)
+    events: int = 0  # decision events appended under this run id
+    reverted_by: str | None = None
+
+    def view(self) -> dict:
+        """The run for people and APIs: the preserve cache is reported as a count, not listed."""
+        data = dataclasses.asdict(self)
+        summary = dict(self.summary)
+        if "preserved" in summary:
+            summary["preserved"] = len(summary["preserved"])
+        data["summary"] = summary
+        for key in ("started_at", "finished_at"):
+            data[key] = data[key].isoformat() if data[key] else None
+        return data
+
+
+class RunTracker:
+    """Runs that live only in this process so far: queued ones, progress, early failures."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs: dict[str, RunInfo] = {}
+        self._live: set[str] = set()
+
+    def queued(self, run_id: str, job: str, tenant: str, params: dict, requested_by: str) -> None:
+        with self._lock:
+            self._runs[run_id] = RunInfo(run_id, job, tenant, "queued", dict(params), requested_by=requested_by)
+            self._live.add(run_id)
+
+    def progress(self, run_id: str, progress: dict) -> None:
+        with self._lock:
+            if run_id in self._runs:
+                self._runs[run_id].progress = dict(progress)
+
+    def failed(self, run_id: str, error: str) -> None:
+        with self._lock:
+            if run_id in self._runs:
+                self._runs[run_id].status = "failed"
+                self._runs[run_id].summary = {"error": error}
+
+    def done(self, run_id: str) -> None:
+        with self._lock:
+            self._live.discard(run_id)
+
+    def is_live(self, run_id: str) -> bool:
+        with self._lock:
+            return run_id in self._live
+
+    def snapshot(self) -> dict[str, RunInfo]:
+        with self._lock:
+            return {rid: dataclasses.replace(run) for rid, run in self._runs.items()}
+
+
+class RunLedger:
+    """The runs as a fold over the log, read incrementally (each call reads only new events)."""
+
+    def __init__(self, memory: Memory):
+        self.memory = memory
+        self._lock = threading.Lock()
+        self._after = 0
+        self._runs: dict[str, RunInfo] = {}
+
+    def refresh(self) -> dict[str, RunInfo]:
+        with self._lock:
+            while batch := self.memory.log.read(self._after, READ_BATCH):
+                for logged in batch:
+                    self._fold(logged)
+                self._after = batch[-1].position
+            return {rid: dataclasses.replace(run) for rid, run in self._runs.items()}
+
+    def _fold(self, logged: LoggedEvent) -> None:
+        event = logged.event
+        if isinstance(event, MaintenanceRunStarted):
+            self._runs[event.run_id] = RunInfo(
+                event.run_id, event.job, event.tenant, "running", dict(event.params), event.judge,
+                event.requested_by, started_at=logged.appended_at, started_position=logged.position,
+            )  # fmt: skip
+        elif isinstance(event, MaintenanceRunFinished) and event.run_id in self._runs:
+            run = self._runs[event.run_id]
+            if event.status == "reverted":  # keeps the run's own summary; says who reverted it
+                run.status, run.reverted_by = "reverted", event.summary.get("reverted_by")
+            else:
+                run.status, run.summary = event.status, dict(event.summary)
+                run.finished_at, run.finished_position = logged.appended_at, logged.position
+        elif isinstance(event, DECISION_EVENTS) and event.run_id in self._runs:
+            self._runs[event.run_id].events += 1
+
+
+class _Appender:
+    """Decision events go to the log in small batches; the events of one decision (a derived
+    row and the archives of its sources) always share one append, so none is half applied."""
+
+    def __init__(self, service: MaintenanceService, batch: int):
+        self.service, self.batch = service, batch
+        self.pending: list[Event] = []
+        self.appended = 0
+
+    def add(self, events: Sequence[Event]) -> None:
+        self.pending.extend(events)
+        if len(self.pending) >= self.batch:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            logged = self.service.memory.append(self.pending)
+            self.appended += len(self.pending)
+            self.pending = []
+            self.service.sync(logged[-1].position)
+
+
+def new_run_id(job: str) -> str:
+    return f"{job}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"
+
+
+class MaintenanceService:
+    """The maintenance use cases over one Memory.
+
+    indexer: the embedded server's indexer thread; when it runs, the service wakes it and waits
+    for it to apply what a run appended; otherwise the service projects in-process.
+    neighbours: how many nearest rows the vector index proposes per row (MemRefine's top-m).
+    """
+
+    def __init__(self, memory: Memory, judge: Judge | None = None, *, indexer=None, batch_events: int = 64,
+                 neighbours: int = 20, projection_timeout_s: float = 300.0, tracker: RunTracker | None = None):
+        self.memory, self.judge, self.indexer = memory, judge, indexer
+        self.batch_events, self.neighbours, self.projection_timeout_s = batch_events, neighbours, projection_timeout_s
+        self.tracker = tracker or RunTracker()
+        self.ledger = RunLedger(memory)
+
+    # --- projections -------------------------------------------------------------------------
+    def sync(self, position: int | None = None) -> None:
+        """Return once the projections have applied `position` (default: the log head)."""
+        position = self.memory.log.head() if position is None else position
+        indexer = self.indexer
+        if indexer is not None and indexer.is_alive():
+            indexer.wake()
+            if not self.memory.projector.wait_for(position, self.projection_timeout_s):
+                raise NotReady(f"maintenance: position {position} not indexed within {self.projection_timeout_s:g} s")
+        else:
+            self.memory.catch_up()
+
+    def active_rows(self, tenant: str) -> list[Row]:
+        return self.memory.rows.in_scope(Scope(tenant=tenant))  # type: ignore[attr-defined]
+
+    def neighbours_fn(self, tenant: str, m: int) -> Neighbours:
+        """row id -> its m nearest active rows of the same tenant, by the row's own stored vector."""
+        scope = Scope(tenant=tenant)
+
+        def neighbours(row_id: str) -> list[tuple[str, float]]:
+            vector = self.memory.vectors.vectors([row_id]).get(row_id)
+            if vector is None:
+                return []
+            return [(h.row_id, h.score) for h in self.memory.vectors.search(vector, scope, m + 1) if h.row_id != row_id]
+
+        return neighbours
+
+    def _neighbours_of_document(self, tenant: str, document: DocumentIn, m: int) -> list[tuple[str, float]]:
+        # A derived row is not indexed yet while the run goes on; embed it as the indexer will.
+        text = embedding_text(SimpleNamespace(title=document.title, text=document.text))  # type: ignore[arg-type]
+        vector = self.memory.embedder.encode([text])[0]
+        return [(h.row_id, h.score) for h in self.memory.vectors.search(vector, Scope(tenant=tenant), m)]
+
+    # --- runs ---------------------------------------------------------------------------------
+    def _judge(self) -> Judge:
+        if self.judge is None:
+            raise OrgmemError("judge: this maintenance service has no judge configured")
+        return self.judge
+
+    def _start(self, job: str, tenant: str, params: dict, requested_by: str, run_id: str | None, judge: str) -> str:
+        run_id = run_id or new_run_id(job)
+        if run_id in self.ledger.refresh():
+            raise RunConflict(f"run_id: run {run_id} exists already")
+        self.memory.append([MaintenanceRunStarted(tenant=tenant, run_id=run_id, job=job, params=params,
+                                                  judge=judge, requested_by=requested_by)])
+        return run_id
+
+    def _finish(self, tenant: str, run_id: str, status: str, summary: dict) -> RunInfo:
+        logged = self.memory.append([MaintenanceRunFinished(tenant=tenant, run_id=run_id, status=status,
+                                                            summary=summary)])  # type: ignore[arg-type]
+        self.sync(logged[-1].position)
+        return self.run(run_id)
+
+    def _judge_params(self) -> dict:
+        judge = self._judge()
+        return {"judge_model": getattr(judge, "model", None), "judge_base_url": getattr(judge, "base_url", None)}
+
+    def _guarded(self, tenant: str, run_id: str, appender: _Appender, body: Callable[[], dict]) -> RunInfo:
+        try:
+            summary = body()
+            appender.flush()
+        except Exception as exc:
+            log.exception("maintenance run %s failed", run_id)
+            try:
+                self._finish(tenant, run_id, "failed", {"error": f"{type(exc).__name__}: {exc}"[:500],
+                                                        "events": appender.appended})
+            except Exception:  # the log itself may be what failed; the run then reads as running
+                log.exception("could not record the failure of run %s", run_id)
+            raise MaintenanceFailed(f"run {run_id} failed: {exc}") from exc
+        summary["events"] = appender.appended
+        return self._finish(tenant, run_id, "finished", summary)
+
+    def consolidate(self, tenant: str, tau: float = DEFAULT_TAU, *, run_id: str | None = None,
+                    requested_by: str = "system", max_calls: int | None = None,
+                    progress: Progress | None = None) -> RunInfo:
+        """Mem++ Algorithm 2 over the tenant's current rows; see services.core.maintenance."""
+        if not 0.0 < tau <= 1.0:
+            raise OrgmemError(f"tau: must be in (0, 1], got {tau}")
+        judge = self._judge()
+        params = {"tau": tau, "max_calls": max_calls, "neighbours": self.neighbours, **self._judge_params()}
+        run_id = self._start("consolidate", tenant, params, requested_by, run_id, judge.name)
+        appender = _Appender(self, self.batch_events)
+        report = progress or (lambda _p: None)
+
+        def body() -> dict:
+            self.sync()
+            rows = self.active_rows(tenant)
+            report({"phase": "grouping", "rows": len(rows)})
+            groups = group_rows(rows, self.neighbours_fn(tenant, self.neighbours), tau)
+            counts: Counter[str] = Counter()
+            calls, stop = 0, "done"
+            for index, group in enumerate(groups):
+                if max_calls is not None and calls >= max_calls:
+                    stop = "call_cap"
+                    break
+                calls += 1
+                try:
+                    label = judge.label_group(group)
+                    text = judge.merge(group) if label.label == "restatement" else None
+                    events = plan_group(group, label, text, run_id, judge.name)
+                except (JudgeFailed, ValueError) as exc:  # the group stays as it is
+                    counts["failed"] += 1
+                    log.warning("run %s: judge failed on group %s: %s", run_id, [r.row_id for r in group], exc)
+                    continue
+                except IncompatibleAccess as exc:
+                    counts["refused"] += 1
+                    log.info("run %s: %s", run_id, exc)
+                    continue
+                counts[label.label] += 1
+                appender.add(events)
+                report({"phase": "judging", "done": index + 1, "total": len(groups), "labels": dict(counts)})
+            return {"rows": len(rows), "groups": len(groups), "groups_judged": calls, "labels": dict(counts),
+                    "stop_reason": stop}
+
+        return self._guarded(tenant, run_id, appender, body)
+
+    def refine(self, tenant: str, budget: Budget, *, run_id: str | None = None, requested_by: str = "system",
+               max_calls: int | None = None, min_similarity: float = 0.0, use_cache: bool = True,
+               progress: Progress | None = None) -> RunInfo:
+        """MemRefine until the tenant's active rows fit `budget` or no unjudged pair is left."""
+        judge = self._judge()
+        cache_run = self._cache_run(tenant, judge.name) if use_cache else None
+        preserved = [tuple(p) for p in cache_run.summary.get("preserved", [])] if cache_run else []
+        params = {"budget_fraction": budget.fraction, "budget_bytes": budget.max_bytes, "max_calls": max_calls,
+                  "min_similarity": min_similarity, "neighbours": self.neighbours,
+                  "preserve_cache_from": cache_run.run_id if cache_run else None, **self._judge_params()}
+        run_id = self._start("refine", tenant, params, requested_by, run_id, judge.name)
+        appender = _Appender(self, self.batch_events)
+        report = progress or (lambda _p: None)
+
+        def body() -> dict:
+            self.sync()
+            rows = self.active_rows(tenant)
+            report({"phase": "proposing", "rows": len(rows)})
+            planner = RefinePlanner(rows, self.neighbours_fn(tenant, self.neighbours), budget, run_id,
+                                    judge=judge.name, max_calls=max_calls, min_similarity=min_similarity,
+                                    preserved=preserved)
+            derived_ids: set[str] = set()
+            while (candidate := planner.next_pair()) is not None:
+                try:
+                    decision = judge.judge_pair(candidate.a, candidate.b, candidate.similarity)
+                    decision.check_pair(candidate.a, candidate.b)
+                except (JudgeFailed, ValueError) as exc:  # the pair stays as it is
+                    planner.fail(candidate, str(exc))
+                    log.warning("run %s: judge failed on pair %s: %s", run_id, candidate.key, exc)
+                    continue
+                events = planner.apply(candidate, decision)
+                appender.add(events)
+                if events and isinstance(events[0], RowDerived):
+                    derived = events[0]
+                    derived_ids.add(derived.row_id)
+                    planner.offer(derived.row_id, self._neighbours_of_document(tenant, derived.document,
+                                                                               self.neighbours))
+                span = max(planner.start_bytes - planner.target_bytes, 1)
+                report({"phase": "judging", "pairs_judged": planner.calls, "active_bytes": planner.active_bytes,
+                        "target_bytes": planner.target_bytes,
+                        "fraction_done": round(min(1.0, (planner.start_bytes - planner.active_bytes) / span), 4)})
+            known = {r.row_id for r in rows} | derived_ids
+            # Pairs with a row that left the store before this run will not be proposed again.
+            kept = sorted(p for p in planner.preserved_pairs if p[0] in known and p[1] in known)
+            return {**planner.report().as_dict(), "rows": len(rows), "preserved": [list(p) for p in kept]}
+
+        return self._guarded(tenant, run_id, appender, body)
+
+    def _cache_run(self, tenant: str, judge: str) -> RunInfo | None:
+        """The latest completed refine run of the tenant by the same judge: its preserve cache."""
+        done = [r for r in self.ledger.refresh().values()
+                if r.job == "refine" and r.tenant == tenant and r.judge == judge and r.status in ("finished", "reverted")
+                and "preserved" in r.summary]
+        return max(done, key=lambda r: r.finished_position or 0, default=None)
+
+    # --- listing ------------------------------------------------------------------------------
+    def runs(self, tenant: str | None = None) -> list[RunInfo]:
+        """Every run, oldest first: the log's fold, with progress and queued runs of this process."""
+        logged = self.ledger.refresh()
+        merged: dict[str, RunInfo] = {}
+        for run_id, live in self.tracker.snapshot().items():
+            run = logged.pop(run_id, None)
+            if run is None:
+                merged[run_id] = live
+            else:
+                run.progress = live.progress
+                if self.tracker.is_live(run_id):
+                    # Its end is in the log, but the projections may not have applied it yet:
+                    # the run is done when the process running it says so.
+                    run.status = "running"
+                merged[run_id] = run
+        merged.update(logged)
+        found = [r for r in merged.values() if tenant is None or r.tenant == tenant]
+        return sorted(found, key=lambda r: (r.started_position or 1 << 62, r.run_id))
+
+    def run(self, run_id: str, tenant: str | None = None) -> RunInfo:
+        for run in self.runs(tenant):
+            if run.run_id == run_id:
+                return run
+        raise RunNotFound(f"run {run_id} not found")
+
+    def fail_interrupted(self) -> list[str]:
+        """Record as failed the runs the log shows running that no live process runs.
+
+        Call only where this process is the one that runs maintenance for the data folder
+        (the embedded server holds its lock), at start, before any run is queued."""
+        stale = [r for r in self.ledger.refresh().values() if r.status == "running" and not self.tracker.is_live(r.run_id)]
+        for run in stale:
+            self.memory.append([MaintenanceRunFinished(
+                tenant=run.tenant, run_id=run.run_id, status="failed",
+                summary={"error": "interrupted: the process running it stopped before it finished"})])
+        return [r.run_id for r in stale]
+
+    # --- revert -------------------------------------------------------------------------------
+    def run_events(self, run: RunInfo) -> Iterator[Event]:
+        """The decision events of a run, in log order."""
+        after = (run.started_position or 1) - 1
+        end = run.finished_position or self.memory.log.head()
+        while after < end and (batch := self.memory.log.read(after, READ_BATCH)):
+            for logged in batch:
+                event = logged.event
+                if logged.position <= end and isinstance(event, DECISION_EVENTS) and event.run_id == run.run_id:
+                    yield event
+            after = batch[-1].position
+
+    def check_revertible(self, run_id: str, tenant: str | None = None) -> RunInfo:
+        run = self.run(run_id, tenant)
+        if run.status in ("queued", "running"):
+            raise RunConflict(f"run {run_id} is {run.status}; revert it once it has stopped")
+        if run.status == "reverted":
+            raise RunConflict(f"run {run_id} was reverted already (by {run.reverted_by})")
+        if run.job == "revert":
+            raise RunConflict(f"run {run_id} is itself a revert; a revert is not reverted")
+        touched = {e.row_id for e in self.run_events(run)}  # type: ignore[union-attr]
+        later = self._later_changes(run, touched)
+        if later:
+            raise RunConflict(f"run {run_id}: rows it changed were changed again by later runs "
+                              f"{sorted(later)}; revert those first")
+        return run
+
+    def _later_changes(self, run: RunInfo, touched: set[str]) -> set[str]:
+        runs = self.ledger.refresh()
+        after, found = run.finished_position or 0, set()
+        while touched and (batch := self.memory.log.read(after, READ_BATCH)):
+            for logged in batch:
+                event = logged.event
+                if not isinstance(event, DECISION_EVENTS) or event.run_id in (None, run.run_id):
+                    continue
+                other = runs.get(event.run_id)
+                # A later run that was reverted, or a revert itself, leaves the rows as they were.
+                if other is not None and (other.status == "reverted" or other.job == "revert"):
+                    continue
+                if event.row_id in touched:
+                    found.add(event.run_id)
+            after = batch[-1].position
+        return found
+
+    def revert(self, run_id: str, *, requested_by: str = "system", tenant: str | None = None,
+               revert_run_id: str | None = None, progress: Progress | None = None) -> RunInfo:
+        """Append the inverse of a run's decisions under a new run id, and mark the run reverted.
+
+        The revert run's markers, the inverse events and the reverted mark are one append:
+        either the whole revert is in the log or none of it is."""
+        run = self.check_revertible(run_id, tenant)
+        revert_id = revert_run_id or new_run_id("revert")
+        inverse = inverse_events(list(self.run_events(run)), revert_id)
+        if progress:
+            progress({"phase": "reverting", "events": len(inverse)})
+        logged = self.memory.append([
+            MaintenanceRunStarted(tenant=run.tenant, run_id=revert_id, job="revert", params={"reverts": run_id},
+                                  requested_by=requested_by),
+            *inverse,
+            MaintenanceRunFinished(tenant=run.tenant, run_id=revert_id, status="finished",
+                                   summary={"reverts": run_id, "events": len(inverse)}),
+            MaintenanceRunFinished(tenant=run.tenant, run_id=run_id, status="reverted",
+                                   summary={"reverted_by": revert_id}),
+            AdminActionRecorded(tenant=run.tenant, action="maintenance.revert", actor=requested_by,
+                                details={"run_id": run_id, "revert_run_id": revert_id, "events": len(inverse)}),
+        ])
+        self.sync(logged[-1].position)
+        return self.run(revert_id)
+
+
+def active_set(memory: Memory, tenant: str) -> dict[str, str | None]:
+    """The tenant's active rows and what supersedes each: what a revert must give back."""
+    return {row.row_id: row.superseded_by for row in memory.rows.in_scope(Scope(tenant=tenant))}  # type: ignore[attr-defined]
+
+
+__all__ = [
+    "MaintenanceFailed", "MaintenanceService", "RunConflict", "RunInfo", "RunLedger", "RunNotFound", "RunTracker",
+    "active_set", "new_run_id",
+]  # fmt: skip

@@ -1,0 +1,144 @@
+"""Pure parts of the cluster adapters, checked without servers: the Elasticsearch documents,
+mappings and query bodies (the scope filter is evaluated against `admits`), the Kafka position
+mapping and topic settings, and the row store's redo record."""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import datetime, timedelta, timezone
+
+from schemas.documents import DocumentIn
+from schemas.events import DocumentObserved, MaintenanceRunStarted, RowArchived
+from schemas.rows import Row, RowChange
+from services.adapters import elasticsearch_common as es
+from services.adapters.event_log import kafka
+from services.adapters.lexical.elasticsearch import search_body, tags_query, text_query
+from services.adapters.row_store.elasticsearch import batch_operations, decode_batch, encode_batch
+from services.core.scope import Scope, admits
+from services.ports import RowMutation, SkippedDocument
+
+T0 = datetime(2024, 3, 1, 9, tzinfo=timezone.utc)
+
+
+def evaluate(query: dict, doc: dict) -> bool:
+    """A tiny interpreter of the filter DSL subset the adapters emit, over one ES document."""
+    (kind, body), = query.items()
+    if kind == "bool":
+        return (all(evaluate(q, doc) for q in body.get("filter", []) + body.get("must", []))
+                and not any(evaluate(q, doc) for q in body.get("must_not", [])))
+    if kind == "match_none":
+        return False
+    (field, value), = body.items()
+    have = doc.get(field)
+    values = have if isinstance(have, list) else ([] if have is None else [have])
+    if kind == "term":
+        return value in values
+    if kind == "terms":
+        return bool(set(values) & set(value))
+    if kind == "range":
+        return have is not None and have <= value["lte"]
+    raise AssertionError(f"unexpected clause {kind}")
+
+
+def random_row(rnd: random.Random, i: int) -> Row:
+    return Row(
+        row_id=f"r{i}", tenant=rnd.choice(["acme", "globex"]), text=f"text {i}",
+        author=rnd.choice(["Alice", "bob", ""]), thread=rnd.choice([None, "", "Q3 plan"]),
+        kind=rnd.choice(["doc", "email"]), acl=rnd.sample(["Alice", " eng ", "sales"], rnd.randint(0, 2)),
+        event_time=rnd.choice([None, T0 + timedelta(seconds=rnd.randrange(86_400), microseconds=rnd.randrange(10**6))]),
+        ingested_at=T0 + timedelta(seconds=rnd.randrange(86_400), microseconds=rnd.randrange(10**6)),
+        ingest_position=i + 1, state=rnd.choice(["active", "active", "archived"]),
+    )
+
+
+def random_scope(rnd: random.Random, rows: list[Row]) -> Scope:
+    def bound(attr):
+        times = [getattr(r, attr) for r in rows if getattr(r, attr)]
+        return rnd.choice([None, rnd.choice(times) + timedelta(microseconds=rnd.choice([-1, 0, 1]))])
+
+    known = bound("ingested_at")
+    return Scope(
+        tenant=rnd.choice(["acme", "globex"]),
+        readers=rnd.choice([None, frozenset(), frozenset({"alice"}), frozenset({"eng", "x"})]),
+        as_of=bound("event_time"), known_at=known,
+        inactive_at_known=frozenset(r.row_id for r in rnd.sample(rows, 5)) if known else frozenset(),
+        kinds=rnd.choice([None, frozenset({"email"}), frozenset()]),
+        authors=rnd.choice([None, frozenset({"Alice", ""})]),
+        threads=rnd.choice([None, frozenset({"", "Q3 plan"})]),
+    )
+
+
+def test_scope_filter_equals_reference_semantics():
+    rnd = random.Random(5)
+    rows = [random_row(rnd, i) for i in range(150)]
+    docs = [json.loads(json.dumps(es.row_document(r))) for r in rows]
+    for _ in range(300):
+        scope = random_scope(rnd, rows)
+        query = es.scoped(None, scope)
+        expected = {r.row_id for r in rows if admits(r, scope)}
+        got = set() if query is None else {d["row_id"] for d in docs if evaluate(query, d)}
+        assert got == expected, scope
+
+
+def test_documents_fit_the_strict_mapping_and_round_trip():
+    rnd = random.Random(2)
+    fields = set(es.ROW_MAPPINGS["properties"])
+    for i in range(50):
+        row = random_row(rnd, i).model_copy(update={"title": rnd.choice([None, "Title"]), "source": "email",
+                                                    "source_id": f"m{i}", "superseded_by": rnd.choice([None, "r0"])})
+        doc = json.loads(json.dumps(es.row_document(row)))
+        assert set(doc) <= fields, set(doc) - fields
+        assert es.row_from_document(doc) == row
+    settings = es.index_settings()
+    assert settings["analysis"]["analyzer"][es.ANALYZER]["tokenizer"] == "orgmem_words"
+    assert es.ROW_MAPPINGS["properties"]["text"]["copy_to"] == "body"
+
+
+def test_lexical_bodies():
+    assert text_query(["×", "*"], True) is None  # nothing to match: no request at all
+    conj = text_query(["kafka", "lag", "×"], True)["match"]["body"]
+    assert conj == {"query": "kafka lag", "operator": "and", "zero_terms_query": "none"}
+    assert text_query(["kafka"], False)["match"]["body"]["operator"] == "or"
+    tags = tags_query(["KAFKA-1234", " Priya  Raman ", ""])["bool"]["should"]
+    assert tags == [{"term": {"tag": "kafka-1234"}}, {"term": {"tag": "priya raman"}}]
+    body = search_body(text_query(["x"], True), Scope("acme"), 7)
+    assert body["size"] == 7 and body["sort"][0] == {"_score": {"order": "desc"}}
+    assert body["query"]["bool"]["must"] == [text_query(["x"], True)]
+    assert {"term": {"tenant": "acme"}} in body["query"]["bool"]["filter"]
+    assert search_body(text_query(["x"], True), Scope("acme", kinds=frozenset()), 7) is None
+    assert search_body(text_query(["x"], True), Scope("acme"), 0) is None
+
+
+def test_kafka_positions_keys_and_topic():
+    assert kafka.position_of(0) == 1 and kafka.offset_after(kafka.position_of(41)) == 42
+    assert kafka.offset_after(0) == 0
+    configs = kafka.topic_configs(2)
+    assert configs["retention.ms"] == "-1" and configs["cleanup.policy"] == "delete"
+    assert configs["message.timestamp.type"] == "LogAppendTime" and configs["min.insync.replicas"] == "2"
+    doc = DocumentObserved(tenant="t", row_id="r9", document=DocumentIn(text="x"))
+    assert kafka.event_key(doc) == b"r9" and kafka.event_key(RowArchived(tenant="t", row_id="r9")) == b"r9"
+    assert kafka.event_key(MaintenanceRunStarted(tenant="t", run_id="run-1", job="refine")) == b"run-1"
+
+    class Record:
+        offset, timestamp, value = 41, 1_700_000_000_123, doc.model_dump_json().encode()
+
+    logged = kafka.logged_from_record(Record())
+    assert logged.position == 42 and logged.event == doc
+    assert logged.appended_at == datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=timezone.utc)
+
+
+def test_row_store_redo_record_round_trips_and_bulk_is_idempotent():
+    row = random_row(random.Random(1), 3)
+    change = RowChange(position=3, at=T0, change="observed", state="active", run_id="run", reason="why")
+    mutations = [RowMutation(row, change)]
+    skipped = [SkippedDocument("r7", 4, "duplicate_text", "r3")]
+    record = json.loads(json.dumps(encode_batch(mutations, skipped, 4)))
+    assert decode_batch(record) == (mutations, skipped, 4)
+    ops = batch_operations("rows", mutations, skipped)
+    assert ops[0] == {"index": {"_index": "rows", "_id": row.row_id}}
+    assert ops[2] == {"create": {"_index": "rows-history", "_id": f"{row.row_id}:3"}}
+    assert ops[4] == {"create": {"_index": "rows-skipped", "_id": "r7:4"}}
+    assert es.bulk_failures({"errors": True, "items": [{"create": {"_id": "a", "status": 409}},
+                                                       {"index": {"_id": "b", "status": 400, "error": {"reason": "bad"}}}]},
+                            frozenset({409})) == ["index b: HTTP 400: bad"]

@@ -1,0 +1,88 @@
+"""Selection variants (services.core.selection): fused order, pursuit over the pool, thread coverage."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from services.core.pursuit import pursuit_select
+from services.core.retrieval_config import RetrievalConfig
+from services.core.selection import Pool, context_scores, coverage_order, pursuit_order, select
+
+
+def pool_of(spec: list[tuple[str, float, str | None, int]]) -> Pool:
+    ids, scores, threads, positions = zip(*spec)
+    return Pool(list(ids), np.array(scores), list(threads), list(positions))
+
+
+# Fused order: a1 a2 a3 (thread A, consecutive turns), then b1 (thread B), c1 (C), x (unthreaded).
+POOL = pool_of([
+    ("a1", 1.00, "A", 10), ("a2", 0.90, "A", 11), ("a3", 0.80, "A", 12),
+    ("b1", 0.50, "B", 20), ("c1", 0.45, "C", 30), ("x", 0.40, None, 31),
+])
+
+
+def test_pool_rejects_misaligned_fields():
+    with pytest.raises(ValueError, match="same length"):
+        Pool(["a", "b"], np.array([1.0]), [None, None], [1, 2])
+
+
+def test_rrf_selector_keeps_the_fused_order():
+    order, reason = select(POOL, np.zeros(2), lambda ids: np.zeros((len(ids), 2)), RetrievalConfig(selector="rrf", k=3))
+    assert order == POOL.ids and reason == "fused"
+
+
+def test_context_scores_add_the_best_neighbour_of_the_same_thread():
+    s = context_scores(POOL, 0.5)
+    assert s[0] == pytest.approx(1.00 + 0.5 * 0.90)  # a1: neighbour a2
+    assert s[1] == pytest.approx(0.90 + 0.5 * 1.00)  # a2: best of a1, a3
+    assert s[3] == pytest.approx(0.50)  # b1: no neighbour in the pool
+    assert s[5] == pytest.approx(0.40)  # x is unthreaded; c1 at position 30 is another thread
+    assert np.array_equal(context_scores(POOL, 0.0), POOL.scores)
+
+
+def test_coverage_interleaves_rows_of_uncovered_threads():
+    order = coverage_order(POOL, 4, context_weight=0.0, every=2)
+    # Slots 0 and 2 by score, slots 1 and 3 from a thread not covered yet.
+    assert order[:4] == ["a1", "b1", "a2", "c1"]
+    assert sorted(order) == sorted(POOL.ids)  # the rest follows, nothing lost or repeated
+    assert coverage_order(POOL, 4, 0.0, every=0)[:4] == ["a1", "a2", "a3", "b1"]
+
+
+def test_coverage_answers_are_prefixes_of_larger_budgets():
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        n = int(rng.integers(5, 40))
+        pool = Pool([f"r{i}" for i in range(n)], np.sort(rng.random(n))[::-1].copy(),
+                    [f"t{int(t)}" for t in rng.integers(0, 4, n)], list(rng.permutation(n)))
+        full = coverage_order(pool, n, 0.3, 2)
+        for budget in (1, 3, n // 2):
+            assert coverage_order(pool, budget, 0.3, 2)[:budget] == full[:budget]
+
+
+def test_coverage_when_every_thread_is_covered_falls_back_to_score():
+    pool = pool_of([("a1", 1.0, "A", 1), ("a2", 0.9, "A", 5), ("a3", 0.8, "A", 9)])
+    assert coverage_order(pool, 3, 0.0, 2)[:3] == ["a1", "a2", "a3"]
+
+
+def test_select_coverage_honours_the_reserve_budget_and_reason():
+    config = RetrievalConfig(selector="coverage", k=4, reserve=2, context_weight=0.0, coverage_every=2)
+    order, reason = select(POOL, np.zeros(2), lambda ids: np.zeros((len(ids), 2)), config)
+    assert reason == "coverage" and order[:2] == ["a1", "b1"]
+
+
+def test_pursuit_order_is_pursuit_select_over_the_top_of_the_pool():
+    rng = np.random.default_rng(0)
+    E = rng.standard_normal((6, 8))
+    E /= np.linalg.norm(E, axis=1, keepdims=True)
+    q = rng.standard_normal(8)
+    vectors = dict(zip(POOL.ids, E))
+    order = pursuit_order(POOL, q, lambda ids: np.stack([vectors[i] for i in ids]), budget=3, size=5)
+    expected = pursuit_select(q, E[:5], 3).order
+    assert order[:3] == [POOL.ids[i] for i in expected]
+    assert sorted(order) == sorted(POOL.ids)
+
+
+def test_unknown_selector_is_named():
+    with pytest.raises(ValueError, match="selector"):
+        select(POOL, np.zeros(2), lambda ids: np.zeros((len(ids), 2)), RetrievalConfig(selector="mmr"))

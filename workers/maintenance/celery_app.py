@@ -1,0 +1,197 @@
+"""The Celery app of the cluster profile: maintenance and rebuilds on workers, Redis as broker
+and result backend.
+
+    celery -A workers.maintenance.celery_app worker --concurrency 1
+    celery -A workers.maintenance.celery_app beat
+
+Configured from `services.settings.Settings` (ORGMEM_ environment) when Celery first reads its
+configuration, not at import. Delivery is at least once: tasks are acknowledged after they
+finish (acks_late), so a worker killed mid-task leaves the message unacknowledged and Redis
+hands it to another worker once the visibility timeout has passed. Every task is therefore
+safe to run twice: a rebuild replays the log from the start; a maintenance run is named after
+its task id, so a redelivered run either returns the finished run or records the interrupted
+attempt as failed and runs again.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+
+from celery import Celery, signals
+from celery.schedules import crontab
+
+from services.ports import BackendUnavailable
+from services.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# A maintenance pass over a large tenant takes minutes; the hard limit kills a stuck one.
+SOFT_TIME_LIMIT_S = 3_300
+TIME_LIMIT_S = 3_600
+# Longer than the longest task: Redis redelivers an unacknowledged task after this long, and a
+# shorter timeout would hand a still-running task to a second worker.
+VISIBILITY_TIMEOUT_S = TIME_LIMIT_S + 600
+
+app = Celery("orgmem")
+
+
+def celery_config(settings: Settings) -> dict:
+    cluster = settings.cluster
+    redis_url = cluster.redis_url
+    soft = getattr(cluster, "task_soft_time_limit_s", SOFT_TIME_LIMIT_S)
+    hard = getattr(cluster, "task_time_limit_s", TIME_LIMIT_S)
+    visibility = getattr(cluster, "task_visibility_timeout_s", max(VISIBILITY_TIMEOUT_S, hard + 60))
+    return {
+        "broker_url": redis_url,
+        "result_backend": redis_url,
+        "broker_transport_options": {"visibility_timeout": visibility},
+        "result_backend_transport_options": {"retry_policy": {"timeout": 5.0}},
+        "broker_connection_retry_on_startup": True,
+        "broker_connection_max_retries": None,  # keep reconnecting when Redis restarts
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,  # a killed pool process requeues its task
+        "worker_prefetch_multiplier": 1,  # an unstarted task is not held hostage by a busy worker
+        "task_soft_time_limit": soft,
+        "task_time_limit": hard,
+        "task_track_started": True,
+        "result_expires": 7 * 86_400,
+        "timezone": "UTC",
+        "beat_schedule": beat_schedule(),
+    }
+
+
+def beat_schedule() -> dict:
+    return {
+        "health-every-minute": {"task": "orgmem.health", "schedule": 60.0},
+        # Nightly consolidation of the default tenant with the settings' judge; other tenants
+        # are added by the operator (docs/cluster.md).
+        "consolidate-nightly": {"task": "orgmem.consolidate", "schedule": crontab(hour=2, minute=30),
+                                "kwargs": {"tenant": "default"}},
+    }
+
+
+@app.on_configure.connect
+def _configure(sender: Celery, **_kwargs) -> None:
+    sender.conf.update(celery_config(Settings()))
+
+
+# -- the memory of this worker process ---------------------------------------------------------
+
+_memory = None
+_lock = None
+_memory_guard = threading.Lock()
+
+
+def worker_memory():
+    """One Memory per worker process, opened on first use (profile from the settings): in the
+    cluster profile a reader of the projections; in the embedded profile it owns a data folder."""
+    global _memory, _lock
+    with _memory_guard:
+        if _memory is None:
+            from services.bootstrap import build_memory
+
+            _memory, _lock = build_memory(Settings())
+        return _memory
+
+
+@signals.worker_process_shutdown.connect
+@signals.worker_shutdown.connect
+def _close_memory(**_kwargs) -> None:
+    global _memory, _lock
+    with _memory_guard:
+        if _memory is not None:
+            _memory.close()
+            if _lock is not None:
+                _lock.release()
+        _memory = _lock = None
+
+
+RETRY = {"autoretry_for": (BackendUnavailable,), "retry_backoff": 5, "retry_backoff_max": 300,
+         "retry_jitter": True, "max_retries": 10}
+
+
+def _progress(task):
+    """A maintenance job's progress (a dict) as the task's PROGRESS state."""
+    return lambda progress: task.update_state(state="PROGRESS", meta=dict(progress))
+
+
+def _replay_progress(task):
+    def report(position, stats) -> None:
+        task.update_state(state="PROGRESS", meta={"position": position, "events": stats.events,
+                                                  "rows_added": stats.rows_added, "skipped": stats.skipped})
+    return report
+
+
+@app.task(name="orgmem.health", bind=True, **RETRY)
+def health(self) -> dict:
+    """What this worker sees: the log head, the projections' checkpoint and counts."""
+    memory = worker_memory()
+    head, applied = memory.log.head(), memory.rows.applied_position()
+    return {"worker": socket.gethostname(), "profile": Settings().profile, "log_head": head,
+            "applied_position": applied, "lag": head - applied, "rows": memory.rows.count()}
+
+
+@app.task(name="orgmem.rebuild", bind=True, **RETRY)
+def rebuild(self) -> dict:
+    """Drop every projection and replay the log (cluster: the indexers replay; this task waits)."""
+    memory = worker_memory()
+    stats = memory.rebuild(progress=_replay_progress(self))
+    return {"events": stats.events, **memory.stats()}
+
+
+def _run_id(task, job: str, tenant: str, given: str | None) -> tuple[str, dict | None]:
+    """A run named after the task, so a redelivered task finds its own earlier attempt."""
+    from schemas.events import MaintenanceRunFinished
+    from workers.maintenance import jobs
+
+    run_id = given or f"{job}-{task.request.id}"
+    memory = worker_memory()
+    attempts = [r for r in jobs.runs(memory, tenant) if r.get("run_id", "").startswith(run_id)]
+    for run in attempts:
+        if run.get("status") == "finished":
+            return run_id, run
+        if run.get("status") == "running":
+            memory.append([MaintenanceRunFinished(tenant=tenant, run_id=run["run_id"], status="failed",
+                                                  summary={"error": "interrupted: the worker running it was lost; "
+                                                                    "the task was redelivered"})])
+    return (f"{run_id}-attempt{len(attempts) + 1}" if attempts else run_id), None
+
+
+@app.task(name="orgmem.consolidate", bind=True, **RETRY)
+def consolidate(self, tenant: str = "default", tau: float | None = None, run_id: str | None = None,
+                requested_by: str = "celery", max_calls: int | None = None) -> dict:
+    from workers.maintenance import jobs
+
+    run_id, done = _run_id(self, "consolidate", tenant, run_id)
+    if done is not None:
+        return done
+    extra = {"tau": tau} if tau is not None else {}
+    return jobs.consolidate(worker_memory(), tenant, settings=Settings(), run_id=run_id, requested_by=requested_by,
+                            max_calls=max_calls, progress=_progress(self), **extra)
+
+
+@app.task(name="orgmem.refine", bind=True, **RETRY)
+def refine(self, tenant: str = "default", budget_fraction: float | None = None, budget_bytes: int | None = None,
+           run_id: str | None = None, requested_by: str = "celery", max_calls: int | None = None) -> dict:
+    from workers.maintenance import jobs
+
+    run_id, done = _run_id(self, "refine", tenant, run_id)
+    if done is not None:
+        return done
+    return jobs.refine(worker_memory(), tenant, budget_fraction=budget_fraction, budget_bytes=budget_bytes,
+                       settings=Settings(), run_id=run_id, requested_by=requested_by, max_calls=max_calls,
+                       progress=_progress(self))
+
+
+@app.task(name="orgmem.revert", bind=True, **RETRY)
+def revert(self, run_id: str, requested_by: str = "celery", tenant: str | None = None) -> dict:
+    from workers.maintenance import jobs
+
+    # Reverting is naturally idempotent only per attempt; the revert run is named after the task.
+    return jobs.revert(worker_memory(), run_id, requested_by=requested_by, tenant=tenant,
+                       revert_run_id=f"revert-{self.request.id}", progress=_progress(self))
