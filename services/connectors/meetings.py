@@ -33,9 +33,7 @@ from schemas.documents import MAX_TAGS, DocumentIn
 from services.connectors.base import ConnectorReport, ConnectorState, DeadLetter, Sink
 from services.ports import OrgmemError
 
-# The shared file loop (fingerprints, batches, dead letters) lives with the ticket connector until
-# base.py grows one; both connectors must skip and resume the same way.
-from services.connectors.tickets import Paths, run_files
+from services.connectors.files import Paths, run_files
 
 log = logging.getLogger(__name__)
 
