@@ -59,7 +59,12 @@ def test_acknowledged_documents_survive_kill_9(tmp_path):
     clients = [threading.Thread(target=stream, args=(c,)) for c in range(3)]
     for c in clients:
         c.start()
-    time.sleep(3.0)
+    # Kill mid-stream once enough was acknowledged (a loaded machine acknowledges slowly), a little
+    # later than that so the kill lands during requests in flight.
+    deadline = time.monotonic() + 120
+    while len(acknowledged) < 60 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)
     os.kill(proc.pid, signal.SIGKILL)  # no shutdown hooks, no flush
     proc.wait()
     stop.set()
