@@ -93,6 +93,8 @@ def latency(sizes: list[int], n_queries: int) -> None:
                 timings.append((time.perf_counter() - started) * 1000)
             # A kept store may hold more rows than asked for: report what was measured.
             rows.append((memory.rows.count()["active"], statistics.median(timings), percentile(timings, 0.95)))
+            print(f"  measured at {rows[-1][0]} rows: p50 {rows[-1][1]:.1f} ms, p95 {rows[-1][2]:.1f} ms",
+                  file=sys.stderr, flush=True)
     finally:
         memory.close()
         lock.release()
