@@ -24,7 +24,6 @@ from bench.corpus import documents, queries  # noqa: E402
 from services.bootstrap import build_memory, embedder_for  # noqa: E402
 from services.memory import Caller  # noqa: E402
 from services.settings import Settings  # noqa: E402
-from workers.indexer.projector import embedding_text  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
 
