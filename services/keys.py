@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from schemas.events import AdminActionRecorded
-from services.adapters.sqlite_common import connect, decode_time, encode_time
+from services.adapters.sqlite_common import open_with_schema, decode_time, encode_time
 from services.memory import Caller
 from services.ports import BackendUnavailable, EventLog, OrgmemError
 
@@ -103,11 +103,7 @@ def key_id_of(token: str) -> str | None:
 class KeyStore:
     def __init__(self, path: Path):
         self.path = Path(path)
-        try:
-            self._conn = connect(self.path)
-            self._conn.executescript(_SCHEMA)
-        except sqlite3.Error as exc:
-            raise BackendUnavailable("key store", str(exc)) from exc
+        self._conn = open_with_schema(self.path, _SCHEMA, "key store")
         try:  # the file holds hashes only, but there is no reason for others to read it
             self.path.chmod(0o600)
         except OSError:

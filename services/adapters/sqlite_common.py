@@ -17,6 +17,18 @@ def connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
+def open_with_schema(path: Path, schema: str, component: str) -> sqlite3.Connection:
+    """A connection with the tables of `schema` created; driver errors become BackendUnavailable."""
+    from services.ports import BackendUnavailable
+
+    try:
+        conn = connect(Path(path))
+        conn.executescript(schema)
+    except sqlite3.Error as exc:
+        raise BackendUnavailable(component, str(exc)) from exc
+    return conn
+
+
 def encode_time(value: datetime | None) -> str | None:
     """Fixed-width UTC text, so that string order is time order inside SQLite."""
     if value is None:

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from schemas.events import Event, LoggedEvent, event_from_json, event_to_json
-from services.adapters.sqlite_common import connect, decode_time, encode_time
+from services.adapters.sqlite_common import open_with_schema, decode_time, encode_time
 from services.ports import BackendUnavailable, OrgmemError
 
 _SCHEMA = """
@@ -35,11 +35,7 @@ BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
 class SqliteEventLog:
     def __init__(self, path: Path):
         self.path = Path(path)
-        try:
-            self._conn = connect(self.path)
-            self._conn.executescript(_SCHEMA)
-        except sqlite3.Error as exc:
-            raise BackendUnavailable("event log", str(exc)) from exc
+        self._conn = open_with_schema(self.path, _SCHEMA, "event log")
         self._lock = threading.Lock()
 
     def append(self, events: Sequence[Event]) -> list[LoggedEvent]:

@@ -14,10 +14,10 @@ from datetime import datetime
 from pathlib import Path
 
 from schemas.rows import Row, RowChange
-from services.adapters.sqlite_common import connect, decode_time, encode_time
+from services.adapters.sqlite_common import open_with_schema, decode_time, encode_time
 from services.core.scope import Scope, acl_tokens
 from services.core.write_rules import author_scope, content_hash
-from services.ports import BackendUnavailable, OrgmemError, RowMutation, SkippedDocument
+from services.ports import OrgmemError, RowMutation, SkippedDocument
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS rows (
@@ -95,11 +95,7 @@ def scope_sql(scope: Scope) -> tuple[str, list]:
 class SqliteRowStore:
     def __init__(self, path: Path):
         self.path = Path(path)
-        try:
-            self._conn = connect(self.path)
-            self._conn.executescript(_SCHEMA)
-        except sqlite3.Error as exc:
-            raise BackendUnavailable("row store", str(exc)) from exc
+        self._conn = open_with_schema(self.path, _SCHEMA, "row store")
         self._lock = threading.Lock()
 
     def _query(self, sql: str, args: Sequence = ()) -> list[tuple]:
