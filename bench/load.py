@@ -27,6 +27,9 @@ from pathlib import Path
 
 import httpx
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests import processes  # noqa: E402
+
 WORDS = ("budget pricing launch roadmap hiring security audit vendor contract migration outage policy remote "
          "office travel expenses onboarding database latency customer churn forecast quarter review approval "
          "deadline incident payroll laptop compliance retention").split()
@@ -49,25 +52,10 @@ def rss_mib(pid: int) -> float | None:
     return None
 
 
-def start_server(data: Path, port: int) -> tuple[subprocess.Popen, str]:
-    env = {**os.environ, "ORGMEM_INDEXER_POLL_S": "0.05",
-           # The limiter stays on the path (its cost is part of the figures) but never binds here.
-           "ORGMEM_AUTH__RATE_LIMIT": "100000/second", "ORGMEM_AUTH__BOOTSTRAP_ADMIN_KEY": "false"}
-    proc = subprocess.Popen([sys.executable, "-m", "services.cli", "--log-level", "WARNING", "serve", "--data", str(data),
-                             "--host", "127.0.0.1", "--port", str(port)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited: {proc.stderr.read().decode()[-2000:]}")
-        try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("server did not start within 180 s")
+def start_server(data: Path, port: int):
+    # The limiter stays on the path (its cost is part of the figures) but never binds here.
+    return processes.start_server(data, port, {"ORGMEM_AUTH__RATE_LIMIT": "100000/second",
+                                               "ORGMEM_AUTH__BOOTSTRAP_ADMIN_KEY": "false"})
 
 
 def document(rng: random.Random, client: int, i: int) -> dict:

@@ -2,37 +2,20 @@
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 
 import httpx
 import pytest
 
+from tests import processes
 from tests.conftest import create_key, free_port
 
 pytestmark = pytest.mark.slow
 
 
 def start_server(data_dir, port):
-    env = {**os.environ, "ORGMEM_INDEXER_POLL_S": "0.05", "ORGMEM_AUTH__RATE_LIMIT": ""}  # the check reads every row
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "--log-level", "WARNING", "serve", "--data", str(data_dir), "--port", str(port)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited: {proc.stderr.read().decode()[-2000:]}")
-        try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("server did not start")
+    return processes.start_server(data_dir, port, {"ORGMEM_AUTH__RATE_LIMIT": ""})  # the check reads every row
 
 
 def test_acknowledged_documents_survive_kill_9(tmp_path):

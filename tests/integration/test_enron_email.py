@@ -10,6 +10,7 @@ import pytest
 
 from services.connectors.base import ConnectorState
 from services.connectors.email import run_email
+from tests.sinks import Collector
 
 ARCHIVE = (
     Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "enron_agent_course"
@@ -22,16 +23,6 @@ pytestmark = [
 ]
 
 
-class Collector:
-    def __init__(self):
-        self.batches = []
-
-    def __call__(self, docs):
-        self.batches.append(list(docs))
-
-    @property
-    def docs(self):
-        return [d for batch in self.batches for d in batch]
 
 
 @pytest.fixture(scope="module")

@@ -13,22 +13,13 @@ from services.connectors.email import run_email
 from services.connectors.imap import ImapError, ImapSettings, run_imap
 from services.ports import BackendUnavailable
 from tests.integration.dovecot import DovecotServer, dovecot_binary
+from tests.sinks import Collector
 
 pytestmark = pytest.mark.skipif(
     dovecot_binary() is None, reason="dovecot is not installed (apt-get install dovecot-imapd)"
 )
 
 
-class Collector:
-    def __init__(self):
-        self.batches = []
-
-    def __call__(self, docs):
-        self.batches.append(list(docs))
-
-    @property
-    def docs(self):
-        return [d for batch in self.batches for d in batch]
 
 
 def mail(n: int, *, date: str | None = "Mon, 02 Jan 2023 09:00:00 +0000", html: bool = False) -> bytes:

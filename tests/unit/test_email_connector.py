@@ -17,20 +17,9 @@ from services.connectors.email import (
     run_email,
     split_mbox,
 )
+from tests.sinks import Collector
 
 
-class Collector:
-    """The sink contract: a callable taking a batch of documents."""
-
-    def __init__(self):
-        self.batches = []
-
-    def __call__(self, docs):
-        self.batches.append(list(docs))
-
-    @property
-    def docs(self):
-        return [d for batch in self.batches for d in batch]
 
 
 def message(
