@@ -13,7 +13,7 @@ from schemas.documents import DocumentIn
 from schemas.events import DocumentObserved, Event, LoggedEvent
 from schemas.rows import Row, RowChange
 from services.core.retrieval_config import PRESETS, RetrievalConfig
-from services.core.scope import Scope
+from services.core.scope import PUBLIC_ACL, Scope, acl_tokens
 from services.core.write_rules import row_id_for
 from services.ports import Embedder, EventLog, LexicalIndex, OrgmemError, RowStore, VectorIndex
 from services.retrieval import Retrieval, Retriever
@@ -122,8 +122,6 @@ class Memory:
 
     @staticmethod
     def _may_read(row: Row, caller: Caller) -> bool:
-        from services.core.scope import acl_tokens, PUBLIC_ACL
-
         if row.tenant != caller.tenant:
             return False
         if caller.readers is None:

@@ -84,19 +84,6 @@ class SqliteEventLog:
             for pos, at, body in rows
         ]
 
-    def read_types(self, types: Sequence[str], after: int = 0, limit: int = 10_000) -> list[LoggedEvent]:
-        """Events of the given types only (audit and run listings), in log order."""
-        marks = ",".join("?" for _ in types)
-        rows = self._conn.execute(
-            f"SELECT position, appended_at, body FROM events WHERE type IN ({marks}) AND position > ? "
-            "ORDER BY position LIMIT ?",
-            (*types, after, limit),
-        ).fetchall()
-        return [
-            LoggedEvent(position=pos, appended_at=decode_time(at), event=event_from_json(body))
-            for pos, at, body in rows
-        ]
-
     def head(self) -> int:
         value = self._conn.execute("SELECT MAX(position) FROM events").fetchone()[0]
         return int(value or 0)
