@@ -17,16 +17,22 @@ log = logging.getLogger(__name__)
 
 
 @lru_cache(maxsize=8)
-def _embedder(model: str, max_tokens: int, batch_size: int, threads: int, role: str) -> Embedder:
+def _embedder(settings: EmbedderSettings, role: str) -> Embedder:
+    if settings.backend == "onnx":
+        from services.adapters.embedder.onnx_runtime import OnnxEmbedder
+
+        return OnnxEmbedder(settings.model, max_tokens=settings.max_tokens, batch_size=settings.batch_size,
+                            threads=settings.threads, cache_dir=settings.cache_dir)
     from services.adapters.embedder.sentence_transformers import SentenceTransformerEmbedder
 
-    return SentenceTransformerEmbedder(model, max_tokens=max_tokens, batch_size=batch_size, threads=threads)
+    return SentenceTransformerEmbedder(settings.model, max_tokens=settings.max_tokens,
+                                       batch_size=settings.batch_size, threads=settings.threads)
 
 
 def embedder_for(settings: EmbedderSettings, role: str = "ingest") -> Embedder:
     """One encoder per process, model and role. Queries get their own copy of the model (~90 MB)
     so that a query never queues behind the indexer's batch encode."""
-    return _embedder(settings.model, settings.max_tokens, settings.batch_size, settings.threads, role)
+    return _embedder(settings, role)
 
 
 def retrieval_config(settings: Settings):

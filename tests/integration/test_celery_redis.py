@@ -1,6 +1,6 @@
 """Celery with a real Redis and real worker processes: maintenance tasks end to end, a worker
-killed mid-task (the task is redelivered and completed by a new worker), Redis restarted under
-a running worker. Skips without `redis-server` (CI installs it)."""
+killed mid-task (the task is redelivered and completed by a new worker), one run per tenant at
+a time, Redis restarted under a running worker. Skips without `redis-server` (CI installs it)."""
 
 from __future__ import annotations
 
@@ -80,7 +80,8 @@ def data_dir(tmp_path):
 class Worker:
     def __init__(self, name: str, redis_url: str, data_dir: Path, log_path: Path):
         env = {**os.environ, "ORGMEM_PROFILE": "embedded", "ORGMEM_DATA_DIR": str(data_dir),
-               "ORGMEM_CLUSTER__REDIS_URL": redis_url, "ORGMEM_INDEXER_BATCH": "4", "HF_HUB_OFFLINE": "1"}
+               "ORGMEM_CLUSTER__REDIS_URL": redis_url, "ORGMEM_INDEXER_BATCH": "4", "HF_HUB_OFFLINE": "1",
+               "ORGMEM_CLUSTER__TENANT_BUSY_RETRY_S": "1"}
         self.log_path = log_path
         self.process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "tests.integration.celery_short_visibility", "worker",
@@ -189,6 +190,31 @@ def test_worker_killed_mid_task_is_redelivered_and_completed(workers, client, da
     stats = projections(data_dir)
     assert stats["applied_position"] == DOCUMENTS
     assert stats["rows"]["active"] + stats["rows"]["skipped"] == DOCUMENTS
+
+
+def test_a_tenant_with_a_run_elsewhere_waits_for_it(workers, client, redis_server, data_dir):
+    import redis
+
+    from workers.maintenance.celery_app import tenant_lock_name
+
+    worker = workers("w1")
+    assert wait_result(client.send_task("orgmem.rebuild"), worker)["events"] == DOCUMENTS
+    # Another worker's run of the tenant, as the lock shows it.
+    held = redis.Redis.from_url(redis_server.url).lock(tenant_lock_name("default"), timeout=120)
+    assert held.acquire(blocking=False)
+    result = client.send_task("orgmem.consolidate", kwargs={"tenant": "default"}, task_id="cons-busy")
+    deadline = time.monotonic() + 60
+    while "retries in" not in worker.output():
+        assert result.state in ("PENDING", "STARTED", "RETRY"), f"{result.state}: {worker.output()}"
+        assert time.monotonic() < deadline, f"the busy tenant was not deferred: {worker.output()}"
+        time.sleep(0.1)
+    time.sleep(1.5)  # at least one more retry while the lock is held
+    assert not result.ready(), "a run started while another held the tenant"
+    assert wait_result(client.send_task("orgmem.health"), worker)["log_head"] >= DOCUMENTS  # the worker stays free
+    held.release()
+    run = wait_result(result, worker)
+    assert run["status"] == "finished" and run["run_id"] == "consolidate-cons-busy"
+    assert worker.output().count("retries in") >= 2
 
 
 def test_redis_restarted_under_a_running_worker(workers, client, redis_server, data_dir):

@@ -158,6 +158,7 @@ def test_refine_meets_a_budget_then_revert_restores_the_active_set(memory):
     assert run.events >= 1
 
     undo = service.revert(run.run_id)
+    assert undo.status == "finished" and undo.summary["reverts"] == run.run_id
     assert active_set(memory, "r1") == before
     assert all(memory.row(rid, Caller(tenant="r1"))[0].text for rid in ids)
 
@@ -292,6 +293,46 @@ def test_cli_consolidate_runs_and_revert(tmp_path, capsys):
     try:
         assert active_set(memory, "default") == before
         assert all(memory.rows.get(rid).text for rid in ids)
+    finally:
+        memory.close()
+        lock.release()
+
+
+def test_a_run_interrupted_by_a_killed_command_is_recorded_failed_and_revertible(tmp_path, capsys):
+    """What SIGKILL leaves behind (a started run with some decisions and no end) is recorded as
+    failed by the next command that owns the data folder, and its decisions can be reverted."""
+    import json
+
+    from schemas.events import MaintenanceRunStarted
+    from services.bootstrap import build_memory
+    from services.cli import main
+    from services.settings import Settings
+
+    data = tmp_path / "killed"
+    memory, lock = build_memory(Settings(data_dir=data))
+    try:
+        ids = ingest(memory, corpus(), tenant="default")
+        before = active_set(memory, "default")
+        memory.append([
+            MaintenanceRunStarted(tenant="default", run_id="refine-killed", job="refine", params={}, judge="rule",
+                                  requested_by="cli"),
+            RowArchived(tenant="default", row_id=ids[0], run_id="refine-killed", reason="rule judge: delete"),
+        ])
+        memory.catch_up()
+        assert ids[0] not in active_set(memory, "default")
+    finally:
+        memory.close()
+        lock.release()
+
+    assert main(["maintenance", "runs", "--data", str(data), "--json"]) == 0
+    (run,) = json.loads(capsys.readouterr().out)
+    assert run["run_id"] == "refine-killed" and run["status"] == "failed" and run["events"] == 1
+    assert "interrupted" in run["summary"]["error"]
+    assert main(["maintenance", "revert", "--data", str(data), "refine-killed"]) == 0
+    capsys.readouterr()
+    memory, lock = build_memory(Settings(data_dir=data))
+    try:
+        assert active_set(memory, "default") == before
     finally:
         memory.close()
         lock.release()

@@ -1,7 +1,6 @@
 """The committed JSON Schema files are the current contracts (run `python -m schemas.export`)."""
 
 import json
-from pathlib import Path
 
 from schemas import SCHEMA_VERSION
 from schemas.events import EVENT_ADAPTER, DocumentObserved, RowArchived, event_from_json, event_to_json

@@ -11,13 +11,21 @@ hands it to another worker once the visibility timeout has passed. Every task is
 safe to run twice: a rebuild replays the log from the start; a maintenance run is named after
 its task id, so a redelivered run either returns the finished run or records the interrupted
 attempt as failed and runs again.
+
+One maintenance run per tenant at a time, across every worker: two runs over one tenant would
+judge from the same snapshot and could both act on one row. A Redis lock per tenant enforces it;
+a task that finds its tenant busy is retried later rather than holding a worker while it waits.
+The lock expires a minute after the hard time limit, so a killed worker cannot keep it.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import socket
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from celery import Celery, signals
 from celery.schedules import crontab
@@ -144,8 +152,50 @@ def rebuild(self) -> dict:
     return {"events": stats.events, **memory.stats()}
 
 
+class TenantBusy(Exception):
+    """Another worker holds the tenant's maintenance lock."""
+
+
+def tenant_lock_name(tenant: str) -> str:
+    return f"orgmem:maintenance:{tenant}"
+
+
+@contextmanager
+def tenant_run_lock(tenant: str) -> Iterator[None]:
+    import redis
+
+    settings = Settings()
+    client = redis.Redis.from_url(settings.cluster.redis_url)
+    lock = client.lock(tenant_lock_name(tenant), timeout=settings.cluster.task_time_limit_s + 60)
+    try:
+        if not lock.acquire(blocking=False):
+            raise TenantBusy(f"tenant {tenant!r} has a maintenance run on another worker")
+        try:
+            yield
+        finally:
+            try:
+                lock.release()
+            except redis.exceptions.LockError:  # expired: the run outlived its time limit
+                log.warning("the maintenance lock of tenant %r had expired before the run ended", tenant)
+    finally:
+        client.close()
+
+
+def _one_run_per_tenant(task, tenant: str, work: Callable[[], dict]) -> dict:
+    try:
+        with tenant_run_lock(tenant):
+            return work()
+    except TenantBusy as exc:
+        cluster = Settings().cluster
+        log.info("%s; task %s retries in %g s", exc, task.request.id, cluster.tenant_busy_retry_s)
+        # Enough retries to outwait the longest run: the lock expires with its time limit.
+        patience = math.ceil((cluster.task_time_limit_s + 60) / cluster.tenant_busy_retry_s) + RETRY["max_retries"]
+        raise task.retry(exc=exc, countdown=cluster.tenant_busy_retry_s, max_retries=patience) from None
+
+
 def _run_id(task, job: str, tenant: str, given: str | None) -> tuple[str, dict | None]:
-    """A run named after the task, so a redelivered task finds its own earlier attempt."""
+    """A run named after the task, so a redelivered task finds its own earlier attempt. Called
+    under the tenant's lock, so an attempt the log shows running is one whose worker was lost."""
     from schemas.events import MaintenanceRunFinished
     from workers.maintenance import jobs
 
@@ -167,12 +217,15 @@ def consolidate(self, tenant: str = "default", tau: float | None = None, run_id:
                 requested_by: str = "celery", max_calls: int | None = None) -> dict:
     from workers.maintenance import jobs
 
-    run_id, done = _run_id(self, "consolidate", tenant, run_id)
-    if done is not None:
-        return done
-    extra = {"tau": tau} if tau is not None else {}
-    return jobs.consolidate(worker_memory(), tenant, settings=Settings(), run_id=run_id, requested_by=requested_by,
-                            max_calls=max_calls, progress=_progress(self), **extra)
+    def work() -> dict:
+        named, done = _run_id(self, "consolidate", tenant, run_id)
+        if done is not None:
+            return done
+        extra = {"tau": tau} if tau is not None else {}
+        return jobs.consolidate(worker_memory(), tenant, settings=Settings(), run_id=named,
+                                requested_by=requested_by, max_calls=max_calls, progress=_progress(self), **extra)
+
+    return _one_run_per_tenant(self, tenant, work)
 
 
 @app.task(name="orgmem.refine", bind=True, **RETRY)
@@ -180,18 +233,23 @@ def refine(self, tenant: str = "default", budget_fraction: float | None = None, 
            run_id: str | None = None, requested_by: str = "celery", max_calls: int | None = None) -> dict:
     from workers.maintenance import jobs
 
-    run_id, done = _run_id(self, "refine", tenant, run_id)
-    if done is not None:
-        return done
-    return jobs.refine(worker_memory(), tenant, budget_fraction=budget_fraction, budget_bytes=budget_bytes,
-                       settings=Settings(), run_id=run_id, requested_by=requested_by, max_calls=max_calls,
-                       progress=_progress(self))
+    def work() -> dict:
+        named, done = _run_id(self, "refine", tenant, run_id)
+        if done is not None:
+            return done
+        return jobs.refine(worker_memory(), tenant, budget_fraction=budget_fraction, budget_bytes=budget_bytes,
+                           settings=Settings(), run_id=named, requested_by=requested_by, max_calls=max_calls,
+                           progress=_progress(self))
+
+    return _one_run_per_tenant(self, tenant, work)
 
 
 @app.task(name="orgmem.revert", bind=True, **RETRY)
 def revert(self, run_id: str, requested_by: str = "celery", tenant: str | None = None) -> dict:
     from workers.maintenance import jobs
 
+    owner = next((r["tenant"] for r in jobs.runs(worker_memory(), tenant) if r["run_id"] == run_id), tenant)
     # Reverting is naturally idempotent only per attempt; the revert run is named after the task.
-    return jobs.revert(worker_memory(), run_id, requested_by=requested_by, tenant=tenant,
-                       revert_run_id=f"revert-{self.request.id}", progress=_progress(self))
+    return _one_run_per_tenant(self, owner or "default", lambda: jobs.revert(
+        worker_memory(), run_id, requested_by=requested_by, tenant=tenant, revert_run_id=f"revert-{self.request.id}",
+        progress=_progress(self)))

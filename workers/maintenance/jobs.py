@@ -16,7 +16,8 @@ from contextlib import contextmanager
 
 from services.core.maintenance import Budget, Judge
 from services.core.maintenance.consolidation import DEFAULT_TAU
-from services.maintenance import MaintenanceService, Progress, RunInfo, RunTracker, new_run_id
+from services.maintenance import MaintenanceService, Progress
+from services.maintenance_runs import RunInfo, RunTracker, new_run_id
 from services.memory import Memory
 from services.ports import OrgmemError
 from services.settings import Settings
@@ -44,13 +45,20 @@ def _service(target: Target, judge: Judge | None = None, *, needs_judge: bool = 
     if isinstance(target, Memory):
         yield MaintenanceService(target, judge)
         return
-    from services.bootstrap import build_memory
+    from services.bootstrap import DataFolderLock, build_memory
 
     own = needs_judge and judge is None
     judge = judge_for(target) if own else judge
     memory, lock = build_memory(target)
     try:
-        yield MaintenanceService(memory, judge)
+        service = MaintenanceService(memory, judge)
+        if isinstance(lock, DataFolderLock):
+            # This process owns the data folder, so a run the log shows running was interrupted
+            # (a killed CLI command or server): record it as failed before anything else.
+            interrupted = service.fail_interrupted()
+            if interrupted:
+                log.warning("maintenance runs %s were interrupted by a stop; recorded as failed", interrupted)
+        yield service
     finally:
         if own and hasattr(judge, "close"):
             judge.close()  # type: ignore[union-attr]

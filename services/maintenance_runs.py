@@ -1,0 +1,133 @@
+"""The ledger of maintenance runs: what the log says about each run, plus the live progress of
+runs in this process. The list of runs is a fold over the log, so it survives restarts and a
+rebuild; nothing here writes."""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from schemas.events import (
+    LoggedEvent,
+    MaintenanceRunFinished,
+    MaintenanceRunStarted,
+    RowArchived,
+    RowDerived,
+    RowRestored,
+    RowSuperseded,
+)
+from services.memory import Memory
+
+DECISION_EVENTS = (RowSuperseded, RowArchived, RowDerived, RowRestored)
+READ_BATCH = 1000
+
+
+@dataclass
+class RunInfo:
+    """What the log says about one run, plus live progress from the process running it."""
+
+    run_id: str
+    job: str
+    tenant: str
+    status: str  # queued | running | finished | failed | reverted
+    params: dict = field(default_factory=dict)
+    judge: str = ""
+    requested_by: str = ""
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    started_position: int | None = None
+    finished_position: int | None = None
+    summary: dict = field(default_factory=dict)
+    progress: dict = field(default_factory=dict)
+    events: int = 0  # decision events appended under this run id
+    reverted_by: str | None = None
+
+    def view(self) -> dict:
+        """The run for people and APIs: the preserve cache is reported as a count, not listed."""
+        data = dataclasses.asdict(self)
+        summary = dict(self.summary)
+        if "preserved" in summary:
+            summary["preserved"] = len(summary["preserved"])
+        data["summary"] = summary
+        for key in ("started_at", "finished_at"):
+            data[key] = data[key].isoformat() if data[key] else None
+        return data
+
+
+class RunTracker:
+    """Runs that live only in this process so far: queued ones, progress, early failures."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs: dict[str, RunInfo] = {}
+        self._live: set[str] = set()
+
+    def queued(self, run_id: str, job: str, tenant: str, params: dict, requested_by: str) -> None:
+        with self._lock:
+            self._runs[run_id] = RunInfo(run_id, job, tenant, "queued", dict(params), requested_by=requested_by)
+            self._live.add(run_id)
+
+    def progress(self, run_id: str, progress: dict) -> None:
+        with self._lock:
+            if run_id in self._runs:
+                self._runs[run_id].progress = dict(progress)
+
+    def failed(self, run_id: str, error: str) -> None:
+        with self._lock:
+            if run_id in self._runs:
+                self._runs[run_id].status = "failed"
+                self._runs[run_id].summary = {"error": error}
+
+    def done(self, run_id: str) -> None:
+        with self._lock:
+            self._live.discard(run_id)
+
+    def is_live(self, run_id: str) -> bool:
+        with self._lock:
+            return run_id in self._live
+
+    def snapshot(self) -> dict[str, RunInfo]:
+        with self._lock:
+            return {rid: dataclasses.replace(run) for rid, run in self._runs.items()}
+
+
+class RunLedger:
+    """The runs as a fold over the log, read incrementally (each call reads only new events)."""
+
+    def __init__(self, memory: Memory):
+        self.memory = memory
+        self._lock = threading.Lock()
+        self._after = 0
+        self._runs: dict[str, RunInfo] = {}
+
+    def refresh(self) -> dict[str, RunInfo]:
+        with self._lock:
+            while batch := self.memory.log.read(self._after, READ_BATCH):
+                for logged in batch:
+                    self._fold(logged)
+                self._after = batch[-1].position
+            return {rid: dataclasses.replace(run) for rid, run in self._runs.items()}
+
+    def _fold(self, logged: LoggedEvent) -> None:
+        event = logged.event
+        if isinstance(event, MaintenanceRunStarted):
+            self._runs[event.run_id] = RunInfo(
+                event.run_id, event.job, event.tenant, "running", dict(event.params), event.judge,
+                event.requested_by, started_at=logged.appended_at, started_position=logged.position,
+            )  # fmt: skip
+        elif isinstance(event, MaintenanceRunFinished) and event.run_id in self._runs:
+            run = self._runs[event.run_id]
+            if event.status == "reverted":  # keeps the run's own summary; says who reverted it
+                run.status, run.reverted_by = "reverted", event.summary.get("reverted_by")
+            else:
+                run.status, run.summary = event.status, dict(event.summary)
+                run.finished_at, run.finished_position = logged.appended_at, logged.position
+        elif isinstance(event, DECISION_EVENTS) and event.run_id in self._runs:
+            self._runs[event.run_id].events += 1
+
+
+def new_run_id(job: str) -> str:
+    return f"{job}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"
