@@ -144,6 +144,7 @@ class Memory:
         return self.projector.catch_up(progress=progress)
 
     def close(self) -> None:
+        self.retriever.close()
         for part in (self.lexical, self.vectors, self.rows, self.log):
             try:
                 part.close()
