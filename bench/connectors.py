@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from services.connectors.base import ConnectorState  # noqa: E402
-from services.connectors.email import run_email  # noqa: E402
+from services.connectors.mail_files import run_email  # noqa: E402
 from services.connectors.meetings import run_meetings  # noqa: E402
 from services.connectors.tickets import run_tickets  # noqa: E402
 

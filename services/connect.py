@@ -43,7 +43,7 @@ def run_connector(
     state = ConnectorState(data_dir, f"{caller.tenant}.{kind}")
     paths = [Path(p) for p in inputs]
     if kind == "email":
-        from services.connectors.email import run_email
+        from services.connectors.mail_files import run_email
 
         report = run_email(paths, sink, state, **options)
     elif kind == "imap":

@@ -77,7 +77,7 @@ def _ingest_group(memory: Memory, group: Group, folder: Path) -> None:
         memory.ingest(group.documents[start : start + BATCH], caller)
     if group.mail_paths:
         from services.connectors.base import ConnectorState
-        from services.connectors.email import run_email
+        from services.connectors.mail_files import run_email
 
         state = ConnectorState(folder / "connectors" / group.key, "email")
         run_email(group.mail_paths, lambda docs: memory.ingest(docs, caller), state)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from services.connectors.base import ConnectorState
-from services.connectors.email import run_email
+from services.connectors.mail_files import run_email
 from tests.sinks import Collector
 
 ARCHIVE = (
