@@ -77,12 +77,14 @@ class Retriever:
             "tag": self.lexical.search_tags(tag_candidates(query), scope, config.candidates),
         }
         lap("lexical")
+        # The lexical rows are read while the embedding is still running.
+        rows = self.rows.get_many(list(dict.fromkeys(h.row_id for hits in legs.values() for h in hits)))
+        lap("rows_lexical")
         query_vector, timings["embed"] = embedding.result()
-        lap("embed_wait")  # what the embedding added after the lexical legs
+        lap("embed_wait")  # what the embedding added after the lexical legs and their rows
         legs["vec"] = self.vectors.search(query_vector, scope, config.candidates)
         lap("vector")
-        matched_ids = list(dict.fromkeys(h.row_id for hits in legs.values() for h in hits))
-        rows = self.rows.get_many(matched_ids)
+        rows.update(self.rows.get_many([h.row_id for h in legs["vec"] if h.row_id not in rows]))
         # A row an index still lists but the store no longer admits (e.g. mid-projection) is dropped.
         legs = {leg: [h for h in hits if h.row_id in rows] for leg, hits in legs.items()}
         fused = weighted_rrf(
