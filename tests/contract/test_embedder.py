@@ -79,3 +79,4 @@ def test_unknown_model_is_a_configuration_error(tmp_path):
 
     with pytest.raises(OrgmemError, match="cannot load embedding model"):
         OnnxEmbedder(str(tmp_path / "no-such-model"), cache_dir=tmp_path / "cache")
+    assert list((tmp_path / "cache").iterdir()) == []  # no half-written export is left behind
