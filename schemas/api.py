@@ -62,7 +62,8 @@ class QueryResponse(BaseModel):
     leg_sizes: dict[str, int]
     timings_ms: dict[str, float] = Field(description=(
         "wall time of each read-path stage in ms; the query embedding runs beside the lexical legs, "
-        "so 'embed' overlaps 'lexical' and 'rows_lexical', and 'embed_wait' is the time it added after them"))
+        "so 'embed' overlaps 'lexical' and 'rows_lexical' (the ranking fields of the lexical hits), and "
+        "'embed_wait' is the time it added after them; 'rows' reads the whole rows returned"))
     applied_position: int
 
 

@@ -22,7 +22,8 @@ def _embedder(settings: EmbedderSettings, role: str) -> Embedder:
         from services.adapters.embedder.onnx_runtime import OnnxEmbedder
 
         return OnnxEmbedder(settings.model, max_tokens=settings.max_tokens, batch_size=settings.batch_size,
-                            threads=settings.threads, cache_dir=settings.cache_dir)
+                            threads=settings.threads, cache_dir=settings.cache_dir,
+                            precision=settings.query_precision if role == "query" else "fp32")
     from services.adapters.embedder.sentence_transformers import SentenceTransformerEmbedder
 
     return SentenceTransformerEmbedder(settings.model, max_tokens=settings.max_tokens,
@@ -30,8 +31,9 @@ def _embedder(settings: EmbedderSettings, role: str) -> Embedder:
 
 
 def embedder_for(settings: EmbedderSettings, role: str = "ingest") -> Embedder:
-    """One encoder per process, model and role. Queries get their own copy of the model (~90 MB)
-    so that a query never queues behind the indexer's batch encode."""
+    """One encoder per process, model and role. Queries get their own copy of the model (int8 by
+    default, see `EmbedderSettings.query_precision`), so that a query never queues behind the
+    indexer's batch encode."""
     return _embedder(settings, role)
 
 

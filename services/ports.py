@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -31,6 +31,22 @@ class BackendUnavailable(OrgmemError):
 class Hit:
     row_id: str
     score: float
+
+
+class RowHead(NamedTuple):
+    """What ranking needs of a row, without its text: fusion breaks ties by ingest position,
+    selectors group by thread, the recency reserve orders by date. Whole rows are read only
+    for the rows a query returns."""
+
+    row_id: str
+    thread: str | None
+    ingest_position: int
+    event_time: datetime | None
+    ingested_at: datetime
+
+    @property
+    def recency(self) -> tuple[datetime, int]:
+        return (self.event_time or self.ingested_at, self.ingest_position)
 
 
 class EventLog(Protocol):
@@ -67,6 +83,9 @@ class RowStore(Protocol):
 
     def get_many(self, row_ids: Sequence[str]) -> dict[str, Row]: ...
 
+    def heads(self, row_ids: Sequence[str]) -> dict[str, RowHead]:
+        """The ranking fields of the stored rows among `row_ids` (absent ids are left out)."""
+
     def history(self, row_id: str) -> list[RowChange]: ...
 
     def thread(self, tenant: str, thread: str) -> list[Row]: ...
@@ -77,7 +96,7 @@ class RowStore(Protocol):
 
     def find_active_text(self, tenant: str, author_scope: str, content_hash: str) -> str | None: ...
 
-    def recent(self, scope: Scope, exclude: Sequence[str], limit: int) -> list[Row]:
+    def recent(self, scope: Scope, exclude: Sequence[str], limit: int) -> list[RowHead]:
         """Rows in scope, most recently ingested first (fills the recency reserve)."""
 
     def inactive_at(self, tenant: str, known_at: datetime) -> frozenset[str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 
 import numpy as np
 
@@ -19,7 +18,7 @@ from services.core.retrieval_config import RetrievalConfig
 from services.core.scope import Scope
 from services.core.selection import Pool, select
 from services.core.text import content_terms, tag_candidates
-from services.ports import Embedder, Hit, LexicalIndex, RowStore, VectorIndex
+from services.ports import Embedder, Hit, LexicalIndex, RowHead, RowStore, VectorIndex
 
 LEGS = ("lex", "tag", "vec")
 
@@ -40,10 +39,6 @@ class Retrieval:
     matched: int  # distinct rows any leg returned
     leg_sizes: dict[str, int]
     timings_ms: dict[str, float] = field(default_factory=dict)
-
-
-def _recency(row: Row) -> tuple[datetime, int]:
-    return (row.event_time or row.ingested_at, row.ingest_position)
 
 
 class Retriever:
@@ -77,32 +72,39 @@ class Retriever:
             "tag": self.lexical.search_tags(tag_candidates(query), scope, config.candidates),
         }
         lap("lexical")
-        # The lexical rows are read while the embedding is still running.
-        rows = self.rows.get_many(list(dict.fromkeys(h.row_id for hits in legs.values() for h in hits)))
+        # The ranking fields of the lexical rows are read while the embedding is still running.
+        heads = self.rows.heads(list(dict.fromkeys(h.row_id for hits in legs.values() for h in hits)))
+        # So are the newest rows for the reserve's fill: C more than it needs, so that enough
+        # remain once the vector leg's rows (C at most) are taken out.
+        fill = config.reserve + config.candidates if config.reserve > 0 else 0
+        newest = self.rows.recent(scope, exclude=list(heads), limit=fill)
         lap("rows_lexical")
         query_vector, timings["embed"] = embedding.result()
         lap("embed_wait")  # what the embedding added after the lexical legs and their rows
         legs["vec"] = self.vectors.search(query_vector, scope, config.candidates)
         lap("vector")
-        rows.update(self.rows.get_many([h.row_id for h in legs["vec"] if h.row_id not in rows]))
+        heads.update(self.rows.heads([h.row_id for h in legs["vec"] if h.row_id not in heads]))
         # A row an index still lists but the store no longer admits (e.g. mid-projection) is dropped.
-        legs = {leg: [h for h in hits if h.row_id in rows] for leg, hits in legs.items()}
+        legs = {leg: [h for h in hits if h.row_id in heads] for leg, hits in legs.items()}
         fused = weighted_rrf(
             {leg: [h.row_id for h in hits] for leg, hits in legs.items()},
-            config.weights, config.gamma, {rid: row.ingest_position for rid, row in rows.items()},
+            config.weights, config.gamma, {rid: head.ingest_position for rid, head in heads.items()},
         )
         lap("fuse")
-        ordered, lead_reason = self._select(fused, query_vector, config, rows)
+        ordered, lead_reason = self._select(fused, query_vector, config, heads)
         lap("select")
-        unmatched = self.rows.recent(scope, exclude=list(rows), limit=config.reserve)
-        rows.update({r.row_id: r for r in unmatched})
+        unmatched = [head for head in newest if head.row_id not in heads][: config.reserve]
         picks = with_recency_reserve(
             ordered, [f.row_id for f in fused], config.k, config.reserve,
-            {rid: _recency(row) for rid, row in rows.items()}, [r.row_id for r in unmatched], lead_reason,
+            {head.row_id: head.recency for head in (*heads.values(), *unmatched)},
+            [head.row_id for head in unmatched], lead_reason,
         )
         lap("reserve")
+        # Whole rows (texts included) only for what is returned: about half of what matched.
+        rows = self.rows.get_many([p.row_id for p in picks])
+        lap("rows")
         return Retrieval(
-            selected=self._describe(picks, rows, fused, legs),
+            selected=self._describe([p for p in picks if p.row_id in rows], rows, fused, legs),
             matched=len(fused),
             leg_sizes={leg: len(hits) for leg, hits in legs.items()},
             timings_ms=timings,
@@ -114,11 +116,11 @@ class Retriever:
         return vector, round((time.perf_counter() - started) * 1000, 3)
 
     def _select(
-        self, fused: list[Fused], query_vector: np.ndarray, config: RetrievalConfig, rows: dict[str, Row]
+        self, fused: list[Fused], query_vector: np.ndarray, config: RetrievalConfig, heads: dict[str, RowHead]
     ) -> tuple[list[str], str]:
         pool = Pool(
             [f.row_id for f in fused], np.array([f.score for f in fused], dtype=np.float64),
-            [rows[f.row_id].thread for f in fused], [rows[f.row_id].ingest_position for f in fused],
+            [heads[f.row_id].thread for f in fused], [heads[f.row_id].ingest_position for f in fused],
         )
         return select(pool, query_vector, self._vectors_for, config)
 

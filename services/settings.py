@@ -32,6 +32,9 @@ class EmbedderSettings(BaseModel):
     backend: Literal["onnx", "torch"] = "onnx"
     # Where the ONNX export of a model is kept (default ~/.cache/orgmem/onnx).
     cache_dir: Path | None = None
+    # Queries through the onnx backend: "int8" halves the query encode (3.7 ms against 7.7 ms) at
+    # cosine 0.994 to fp32; documents are always encoded in fp32. The torch backend is fp32 only.
+    query_precision: Literal["fp32", "int8"] = "int8"
 
 
 class LimitSettings(BaseModel):

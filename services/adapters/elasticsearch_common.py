@@ -109,6 +109,11 @@ def iso(value: datetime) -> str:
     return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def parse_iso(value: str | None) -> datetime | None:
+    """The inverse of `iso` (Python 3.11 reads the trailing Z)."""
+    return None if value is None else datetime.fromisoformat(value)
+
+
 def row_tags(row: Row) -> list[str]:
     values = [row.author, row.thread or "", *row.participants, *row.tags]
     return sorted({tag for tag in (normalise_tag(v) for v in values) if tag})

@@ -46,6 +46,28 @@ def test_onnx_vectors_equal_sentence_transformers(onnx_embedder):
     assert np.min(np.sum(single * reference, axis=1)) > 0.9999
 
 
+def test_int8_query_encoder_stays_close_to_fp32(cache_dir, onnx_embedder):
+    from services.adapters.embedder.onnx_runtime import OnnxEmbedder
+
+    int8 = OnnxEmbedder("all-MiniLM-L6-v2", cache_dir=cache_dir, precision="int8")
+    # One text per call, as queries are encoded (int8 activations are scaled per batch).
+    quantised = np.vstack([int8.encode([t]) for t in TEXTS])
+    exact = onnx_embedder.encode(TEXTS)
+    np.testing.assert_allclose(np.linalg.norm(quantised, axis=1), 1.0, atol=1e-5)
+    cosines = np.sum(quantised * exact, axis=1)
+    # Close (0.994 on average over 200 questions; a two-letter text ~0.97), but not the fp32
+    # graph under another name.
+    assert cosines.min() > 0.95 and cosines.mean() > 0.98 and cosines.max() < 0.99999
+    assert int8.name != onnx_embedder.name
+
+
+def test_unknown_precision_names_the_setting(cache_dir):
+    from services.adapters.embedder.onnx_runtime import OnnxEmbedder
+
+    with pytest.raises(OrgmemError, match="embedder.query_precision"):
+        OnnxEmbedder("all-MiniLM-L6-v2", cache_dir=cache_dir, precision="int4")
+
+
 def test_empty_input_gives_no_rows(onnx_embedder):
     assert onnx_embedder.encode([]).shape == (0, 384)
 

@@ -65,6 +65,18 @@ def test_apply_get_history_and_checkpoint(store):
     assert store.count("t") == {"active": 1, "archived": 1, "skipped": 1}
 
 
+def test_heads_carry_the_ranking_fields_of_stored_rows(store):
+    dated, undated = make_row(1, thread="th-1"), make_row(2, event_time=None, thread=None)
+    store.apply([observed(dated), observed(undated)], [], 2)
+    heads = store.heads(["r2", "r1", "missing", "r1"])
+    assert set(heads) == {"r1", "r2"}
+    assert heads["r1"] == ("r1", "th-1", 1, dated.event_time, dated.ingested_at)
+    assert heads["r2"].thread is None and heads["r2"].event_time is None
+    # Undated rows order by their ingest time in the recency reserve.
+    assert heads["r2"].recency == (undated.ingested_at, 2) and heads["r1"].recency == (dated.event_time, 1)
+    assert store.heads([]) == {}
+
+
 def test_active_text_lookup_is_per_author_scope_and_active_only(store):
     from services.core.write_rules import author_scope, content_hash
 

@@ -8,6 +8,11 @@ matters: the encoder was half of the end-to-end query latency.
 The model is exported once from sentence-transformers (torch is imported only then) into a cache
 folder, together with its tokenizer and pooling; later processes load only onnxruntime and
 `tokenizers`, which also starts them seconds sooner.
+
+The export also writes an int8 copy (dynamic quantisation, per-channel weights) for queries: a
+15-token query takes 3.7 ms instead of 7.7 ms, at cosine 0.994 on average (0.989 at worst over 200
+LoCoMo questions) to the fp32 vector. Documents stay fp32; the quality cost of encoding only
+the queries in int8 is measured in docs/retrieval.md.
 """
 
 from __future__ import annotations
@@ -30,8 +35,9 @@ from services.ports import OrgmemError
 
 log = logging.getLogger(__name__)
 
-EXPORT_FORMAT = 1  # bump when the exported graph changes meaning
+EXPORT_FORMAT = 2  # bump when the exported files change meaning (2: the int8 copy was added)
 POOLING_MODES = ("mean", "cls")
+MODEL_FILES = {"fp32": "model.onnx", "int8": "model-int8.onnx"}
 
 
 def default_cache_dir() -> Path:
@@ -41,10 +47,12 @@ def default_cache_dir() -> Path:
 
 class OnnxEmbedder:
     def __init__(self, model: str, max_tokens: int = 256, batch_size: int = 64, threads: int | None = 1,
-                 cache_dir: Path | None = None):
+                 cache_dir: Path | None = None, precision: str = "fp32"):
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
+        if precision not in MODEL_FILES:
+            raise OrgmemError(f"embedder.query_precision: expected one of {', '.join(MODEL_FILES)}, got {precision!r}")
         folder = _exported(model, Path(cache_dir) if cache_dir else default_cache_dir())
         meta = json.loads((folder / "meta.json").read_text())
         options = ort.SessionOptions()
@@ -52,18 +60,19 @@ class OnnxEmbedder:
         # multi-threaded run spin-waits whenever the other core is busy.
         options.intra_op_num_threads = threads or 0
         options.inter_op_num_threads = 1
-        self._session = ort.InferenceSession(str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"])
+        self._session = ort.InferenceSession(str(folder / MODEL_FILES[precision]), options,
+                                             providers=["CPUExecutionProvider"])
         self._inputs = [i.name for i in self._session.get_inputs()]
         self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self._tokenizer.enable_truncation(max_tokens)
         # Pad to the longest text of a batch, never to a fixed length (some tokenizer files
         # carry a fixed 128, which made a 15-token query take 47 ms instead of 8).
         self._tokenizer.enable_padding(pad_id=meta["pad_id"], pad_token=meta["pad_token"])
-        self.name = model
+        self.name = model if precision == "fp32" else f"{model} ({precision})"
         self.dim = int(meta["dim"])
         self.batch_size = batch_size
         self._lock = threading.Lock()
-        log.info("embedder %s loaded through onnxruntime (dim %d, %d word pieces)", model, self.dim, max_tokens)
+        log.info("embedder %s loaded through onnxruntime (dim %d, %d word pieces)", self.name, self.dim, max_tokens)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -162,12 +171,25 @@ def _export(source: str, staging: Path) -> None:
         torch.onnx.export(Pooled(transformer.auto_model.eval()), sample, str(staging / "model.onnx"),
                           input_names=names, output_names=["embedding"], dynamic_axes=axes,
                           opset_version=17, dynamo=False)
+    _quantise(staging / MODEL_FILES["fp32"], staging / MODEL_FILES["int8"])
     tokenizer.backend_tokenizer.save(str(staging / "tokenizer.json"))
     dim = st.get_embedding_dimension() if hasattr(st, "get_embedding_dimension") else st.get_sentence_embedding_dimension()
     (staging / "meta.json").write_text(json.dumps({
         "source": source, "pooling": mode, "dim": int(dim),
         "pad_id": int(tokenizer.pad_token_id or 0), "pad_token": tokenizer.pad_token or "[PAD]",
     }))
+
+
+def _quantise(source: Path, target: Path) -> None:
+    """int8 weights for every MatMul with a weight matrix, one scale per output channel.
+
+    Per-tensor scales measured a mean cosine of 0.972 to fp32 (0.945 at worst); per-channel,
+    0.994. Keeping the attention or the feed-forward layers in fp32 gained at most 0.002 and gave
+    back a third of the speed-up, so all weight MatMuls are quantised."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, per_channel=True,
+                     op_types_to_quantize=["MatMul"])
 
 
 def _pooling_mode(pooling) -> str | None:

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 import tantivy
 
 from schemas.rows import Row
@@ -299,17 +300,21 @@ class TantivyLexicalIndex:
             if len(hits) < fetch or hits[-1][0] != hits[limit - 1][0]:
                 break
             fetch *= 4
-        positions = searcher.fast_field_values("ingest_position", [address for _, address in hits])
-        ranked = sorted(
-            ((score, position or 0, address) for (score, address), position in zip(hits, positions)),
-            key=lambda item: (-item[0], -item[1]),
+        # Ties on the k-th score can be thousands of rows long (an author tag matches every row
+        # the author wrote, all with one score), so they are ordered in numpy, not in Python.
+        addresses = [address for _, address in hits]
+        scores = np.fromiter((score for score, _ in hits), np.float64, len(hits))
+        positions = np.fromiter(
+            (p or 0 for p in searcher.fast_field_values("ingest_position", addresses)), np.int64, len(hits)
         )
+        order = np.lexsort((-positions, -scores))  # score, then most recently ingested, first
+        scores, positions = scores[order], positions[order]
         # Row ids are only read for the slots returned, plus any rows tied with the last one.
-        end = min(limit, len(ranked))
-        while end < len(ranked) and ranked[end][:2] == ranked[end - 1][:2]:
+        end = min(limit, len(order))
+        while end < len(order) and scores[end] == scores[end - 1] and positions[end] == positions[end - 1]:
             end += 1
         chosen = [
-            (score, position, searcher.doc(address)["row_id"][0]) for score, position, address in ranked[:end]
+            (scores[i], positions[i], searcher.doc(addresses[order[i]])["row_id"][0]) for i in range(end)
         ]
         chosen.sort(key=lambda item: (-item[0], -item[1], item[2]))
         return [Hit(row_id, float(score)) for score, _, row_id in chosen[:limit]]

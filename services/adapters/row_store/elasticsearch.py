@@ -22,11 +22,12 @@ from datetime import datetime
 from schemas.rows import Row, RowChange
 from services.adapters import elasticsearch_common as es
 from services.core.scope import Scope
-from services.ports import OrgmemError, RowMutation, SkippedDocument
+from services.ports import OrgmemError, RowHead, RowMutation, SkippedDocument
 
 COMPONENT = "row store (Elasticsearch)"
 _CHECKPOINT = "checkpoint"
 _PAGE = 1000
+_HEAD_FIELDS = ["row_id", "thread", "ingest_position", "event_time", "ingested_at"]  # a RowHead
 
 _K = {"type": "keyword"}
 HISTORY_MAPPINGS = {"dynamic": "strict", "properties": {
@@ -191,19 +192,23 @@ class ElasticsearchRowStore:
         return self.get_many([row_id]).get(row_id)
 
     def get_many(self, row_ids: Sequence[str]) -> dict[str, Row]:
+        return {doc["_id"]: es.row_from_document(doc["_source"]) for doc in self._mget(row_ids)}
+
+    def heads(self, row_ids: Sequence[str]) -> dict[str, RowHead]:
+        return {doc["_id"]: _head_from(doc["_source"]) for doc in self._mget(row_ids, _HEAD_FIELDS)}
+
+    def _mget(self, row_ids: Sequence[str], fields: list[str] | None = None) -> Iterator[dict]:
         ids = list(dict.fromkeys(row_ids))
-        found: dict[str, Row] = {}
         for start in range(0, len(ids), _PAGE):
             with es.driver_errors(COMPONENT, "get rows"):
-                response = self.client.mget(index=self.index, ids=ids[start : start + _PAGE])
-            for doc in response["docs"]:
-                if doc.get("found"):
-                    found[doc["_id"]] = es.row_from_document(doc["_source"])
-        return found
+                response = self.client.mget(index=self.index, ids=ids[start : start + _PAGE], source_includes=fields)
+            yield from (doc for doc in response["docs"] if doc.get("found"))
 
-    def _search(self, index: str, query: dict, sort: list, size: int, action: str) -> list[dict]:
+    def _search(self, index: str, query: dict, sort: list, size: int, action: str,
+                fields: list[str] | None = None) -> list[dict]:
         with es.driver_errors(COMPONENT, action):
-            response = self.client.search(index=index, query=query, sort=sort, size=size, track_total_hits=False)
+            response = self.client.search(index=index, query=query, sort=sort, size=size, track_total_hits=False,
+                                          source_includes=fields)
         return response["hits"]["hits"]
 
     def _scan(self, index: str, query: dict, sort: list, action: str, limit: int | None = None) -> Iterator[dict]:
@@ -255,7 +260,7 @@ class ElasticsearchRowStore:
                                {"term": {"content_hash": content_hash}}, {"term": {"state": "active"}}],
                               action="find_active_text")
 
-    def recent(self, scope: Scope, exclude: Sequence[str], limit: int) -> list[Row]:
+    def recent(self, scope: Scope, exclude: Sequence[str], limit: int) -> list[RowHead]:
         if limit <= 0:
             return []
         query = es.scoped(None, scope)
@@ -263,8 +268,8 @@ class ElasticsearchRowStore:
             return []
         if exclude:
             query["bool"].setdefault("must_not", []).append({"ids": {"values": list(exclude)}})
-        hits = self._search(self.index, query, [{"ingest_position": "desc"}], limit, "recent")
-        return [es.row_from_document(h["_source"]) for h in hits]
+        hits = self._search(self.index, query, [{"ingest_position": "desc"}], limit, "recent", _HEAD_FIELDS)
+        return [_head_from(hit["_source"]) for hit in hits]
 
     def in_scope(self, scope: Scope, limit: int = 1_000_000) -> list[Row]:
         """Every row of a scope (maintenance passes), in ingest order."""
@@ -303,3 +308,8 @@ class ElasticsearchRowStore:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _head_from(source: dict) -> RowHead:
+    return RowHead(source["row_id"], source.get("thread"), source["ingest_position"],
+                   es.parse_iso(source.get("event_time")), es.parse_iso(source["ingested_at"]))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -17,7 +17,7 @@ from schemas.rows import Row, RowChange
 from services.adapters.sqlite_common import open_with_schema, decode_time, encode_time
 from services.core.scope import Scope, acl_tokens
 from services.core.write_rules import author_scope, content_hash
-from services.ports import OrgmemError, RowMutation, SkippedDocument
+from services.ports import OrgmemError, RowHead, RowMutation, SkippedDocument
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS rows (
@@ -52,6 +52,9 @@ _COLUMNS = (
 )
 
 
+_HEAD_COLUMNS = "r.row_id, r.thread, r.ingest_position, r.event_time, r.ingested_at"  # a RowHead
+
+
 def _list(value: str) -> list[str]:
     return [] if value == "[]" else json.loads(value)
 
@@ -59,16 +62,20 @@ def _list(value: str) -> list[str]:
 def _row_from(record: tuple) -> Row:
     (row_id, tenant, text, author, event_time, kind, thread, title, tags, participants, acl,
      source, source_id, position, ingested_at, state, superseded_by, derived_from) = record
-    # Every query reads up to three legs' worth of rows (150 at the defaults); the values were
-    # validated when the row was written, so they are not validated again here (a third of the
-    # read path's row-fetch time at 150 rows).
-    return Row.model_construct(
-        row_id=row_id, tenant=tenant, text=text, author=author, event_time=decode_time(event_time),
+    # Validated again, which costs less than skipping it: pydantic-core parses the ISO times in
+    # Rust (0.43 ms per 50 rows against 0.67 for model_construct with Python-side parsing).
+    return Row(
+        row_id=row_id, tenant=tenant, text=text, author=author, event_time=event_time,
         kind=kind, thread=thread, title=title, tags=_list(tags),
         participants=_list(participants), acl=_list(acl), source=source,
-        source_id=source_id, ingest_position=position, ingested_at=decode_time(ingested_at),
+        source_id=source_id, ingest_position=position, ingested_at=ingested_at,
         state=state, superseded_by=superseded_by, derived_from=_list(derived_from),
     )
+
+
+def _head_from(record: tuple) -> RowHead:
+    row_id, thread, position, event_time, ingested_at = record
+    return RowHead(row_id, thread, position, decode_time(event_time), decode_time(ingested_at))
 
 
 def scope_sql(scope: Scope) -> tuple[str, list]:
@@ -117,15 +124,17 @@ class SqliteRowStore:
         return _row_from(found[0]) if found else None
 
     def get_many(self, row_ids: Sequence[str]) -> dict[str, Row]:
-        result: dict[str, Row] = {}
+        rows = (_row_from(record) for record in self._by_ids(_COLUMNS, row_ids))
+        return {row.row_id: row for row in rows}
+
+    def heads(self, row_ids: Sequence[str]) -> dict[str, RowHead]:
+        return {head.row_id: head for head in map(_head_from, self._by_ids(_HEAD_COLUMNS, row_ids))}
+
+    def _by_ids(self, columns: str, row_ids: Sequence[str]) -> Iterator[tuple]:
         ids = list(dict.fromkeys(row_ids))
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
-            marks = ",".join("?" for _ in chunk)
-            for record in self._query(f"SELECT {_COLUMNS} FROM rows WHERE row_id IN ({marks})", chunk):
-                row = _row_from(record)
-                result[row.row_id] = row
-        return result
+            yield from self._query(f"SELECT {columns} FROM rows r WHERE r.row_id IN ({','.join('?' * len(chunk))})", chunk)
 
     def history(self, row_id: str) -> list[RowChange]:
         records = self._query(
@@ -164,20 +173,16 @@ class SqliteRowStore:
         )
         return found[0][0] if found else None
 
-    def recent(self, scope: Scope, exclude: Sequence[str], limit: int) -> list[Row]:
+    def recent(self, scope: Scope, exclude: Sequence[str], limit: int) -> list[RowHead]:
         if limit <= 0:
             return []
         where, args = scope_sql(scope)
         excluded = set(exclude)
-        # Ids first: up to len(exclude) of the newest rows are skipped, so fetching whole rows
-        # here would read ~150 texts to keep 3.
         newest = self._query(
-            f"SELECT r.row_id FROM rows r WHERE {where} ORDER BY r.ingest_position DESC LIMIT ?",
+            f"SELECT {_HEAD_COLUMNS} FROM rows r WHERE {where} ORDER BY r.ingest_position DESC LIMIT ?",
             (*args, limit + len(excluded)),
         )
-        chosen = [rid for (rid,) in newest if rid not in excluded][:limit]
-        found = self.get_many(chosen)
-        return [found[rid] for rid in chosen if rid in found]
+        return [head for head in map(_head_from, newest) if head.row_id not in excluded][:limit]
 
     def inactive_at(self, tenant: str, known_at: datetime) -> frozenset[str]:
         # Only rows that maintenance ever touched can have been inactive; the latest step of
