@@ -70,7 +70,9 @@ class OnnxEmbedder:
         self._tokenizer.enable_padding(pad_id=meta["pad_id"], pad_token=meta["pad_token"])
         self.name = model if precision == "fp32" else f"{model} ({precision})"
         self.dim = int(meta["dim"])
-        self.batch_size = batch_size
+        # int8 activations are scaled per run, so a vector would depend on its batch mates (and
+        # on their padding); the quantised encoder therefore runs one text at a time.
+        self.batch_size = batch_size if precision == "fp32" else 1
         self._lock = threading.Lock()
         log.info("embedder %s loaded through onnxruntime (dim %d, %d word pieces)", self.name, self.dim, max_tokens)
 
