@@ -91,7 +91,7 @@ class Retriever:
             config.weights, config.gamma, {rid: head.ingest_position for rid, head in heads.items()},
         )
         lap("fuse")
-        ordered, lead_reason = self._select(fused, query_vector, config, heads)
+        ordered, lead_reason = self._select(fused, query_vector, config, heads, legs["lex"])
         lap("select")
         unmatched = [head for head in newest if head.row_id not in heads][: config.reserve]
         picks = with_recency_reserve(
@@ -116,11 +116,14 @@ class Retriever:
         return vector, round((time.perf_counter() - started) * 1000, 3)
 
     def _select(
-        self, fused: list[Fused], query_vector: np.ndarray, config: RetrievalConfig, heads: dict[str, RowHead]
+        self, fused: list[Fused], query_vector: np.ndarray, config: RetrievalConfig, heads: dict[str, RowHead],
+        lexical_hits: list[Hit],
     ) -> tuple[list[str], str]:
+        lexical = {h.row_id: h.score for h in lexical_hits}
         pool = Pool(
             [f.row_id for f in fused], np.array([f.score for f in fused], dtype=np.float64),
             [heads[f.row_id].thread for f in fused], [heads[f.row_id].ingest_position for f in fused],
+            np.array([lexical.get(f.row_id, 0.0) for f in fused]),
         )
         return select(pool, query_vector, self._vectors_for, config)
 

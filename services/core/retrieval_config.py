@@ -25,6 +25,10 @@ class RetrievalConfig:
     context_weight: float = 0.25  # share of the best thread neighbour's fused score a row inherits
     context_window: int = 1  # neighbours: same thread, at most this many ingest positions away
     coverage_every: int = 2  # every n-th slot goes to the best row of a not yet covered thread
+    # which uncovered thread: that of the best remaining row ("fused"), or the thread ranked by
+    # its best row and its summed BM25 over the best `coverage_lexical_rows` lexical hits ("lexical")
+    coverage_threads: Literal["fused", "lexical"] = "fused"
+    coverage_lexical_rows: int = 50
 
     def with_overrides(self, **changes) -> "RetrievalConfig":
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
@@ -38,9 +42,11 @@ PRESETS: dict[str, RetrievalConfig] = {
         weights={"lex": 1.0, "tag": 1.0, "vec": 2.0}, candidates=200, conjunctive=False
     ),
     # Thread-coverage selection as measured on LoCoMo held out (docs/retrieval.md): no tag leg,
-    # lex:vec 1:1, γ = 5, disjunctive, C = 200, no recency reserve.
+    # lex:vec 1:1, γ = 5, disjunctive, C = 200, no recency reserve; uncovered sessions ordered by
+    # their best row and their summed BM25 (harness variant "coverage-sessions").
     "conversational-coverage": RetrievalConfig(
         weights={"lex": 1.0, "tag": 0.0, "vec": 1.0}, candidates=200, gamma=5.0, reserve=0, conjunctive=False,
         selector="coverage", context_weight=0.25, context_window=1, coverage_every=2,
+        coverage_threads="lexical", coverage_lexical_rows=50,
     ),
 }

@@ -26,11 +26,16 @@ class Pool:
     scores: np.ndarray
     threads: list[str | None]
     positions: list[int]
+    # The lexical leg's BM25 score of each row, 0 where that leg did not return it (optional;
+    # the "lexical" thread order of the coverage selector needs it).
+    lexical: np.ndarray | None = None
 
     def __post_init__(self):
         n = len(self.ids)
         if not (len(self.scores) == len(self.threads) == len(self.positions) == n):
             raise ValueError("pool: ids, scores, threads and positions must have the same length")
+        if self.lexical is not None and len(self.lexical) != n:
+            raise ValueError("pool: lexical scores must have one value per row")
 
 
 def _with_rest(pool: Pool, chosen: Sequence[int]) -> list[str]:
@@ -78,14 +83,48 @@ def context_scores(pool: Pool, weight: float, window: int = 1) -> np.ndarray:
     return out
 
 
-def coverage_order(pool: Pool, budget: int, context_weight: float, every: int, window: int = 1) -> list[str]:
+def thread_priority(pool: Pool, lexical_rows: int, gamma: float = 3.0) -> dict:
+    """Threads ordered by two votes, fused like RRF (`1/(gamma + rank)` each): the thread's best
+    fused row, and the sum of the BM25 scores of its rows among the `lexical_rows` best lexical
+    hits. The sum sees a session whose turns each match a few of the query's words, where no
+    single turn ranks high (LoCoMo's multi-session questions)."""
+    threads = _thread_keys(pool)
+    votes: dict = {}
+    for rank, thread in enumerate(dict.fromkeys(threads)):  # the pool is in fused order
+        votes[thread] = 1.0 / (gamma + rank)
+    if pool.lexical is not None:
+        lexical = np.asarray(pool.lexical, dtype=np.float64)
+        sums: dict = {}
+        for i in np.argsort(-lexical, kind="stable")[:lexical_rows]:
+            if lexical[i] > 0:
+                sums[threads[i]] = sums.get(threads[i], 0.0) + lexical[i]
+        for rank, thread in enumerate(sorted(sums, key=lambda t: -sums[t])):
+            votes[thread] += 1.0 / (gamma + rank)
+    return votes
+
+
+def coverage_order(pool: Pool, budget: int, context_weight: float, every: int, window: int = 1,
+                   threads_by: str = "fused", lexical_rows: int = 50) -> list[str]:
     """Thread-coverage selection: rows by context score (see `context_scores`), except that every
     `every`-th slot goes to the best row of a thread not represented yet (while one remains).
-    Greedy slot by slot, so the answer for a smaller budget is a prefix of the larger one."""
+    Which thread: the one of the best remaining row ("fused"), or the first uncovered thread by
+    `thread_priority` ("lexical"). Greedy slot by slot, so the answer for a smaller budget is a
+    prefix of the larger one."""
     n = len(pool.ids)
     scores = context_scores(pool, context_weight, window)
     by_score = np.argsort(-scores, kind="stable")  # stable: ties keep the fused order
-    threads = [t if t is not None else ("row", i) for i, t in enumerate(pool.threads)]
+    threads = _thread_keys(pool)
+    best_row: dict = {}
+    for i in by_score:
+        best_row.setdefault(threads[i], [])
+        best_row[threads[i]].append(int(i))
+    if threads_by == "lexical":
+        votes = thread_priority(pool, lexical_rows)
+        ranked_threads = sorted(best_row, key=lambda t: -votes[t])  # stable: ties by best row
+    elif threads_by == "fused":
+        ranked_threads = list(best_row)
+    else:
+        raise ValueError(f"coverage_threads: expected fused or lexical, got {threads_by!r}")
     taken = np.zeros(n, dtype=bool)
     covered: set = set()
     chosen: list[int] = []
@@ -93,7 +132,9 @@ def coverage_order(pool: Pool, budget: int, context_weight: float, every: int, w
     for slot in range(min(budget, n)):
         pick = None
         if every > 0 and slot % every == every - 1:
-            pick = next((int(i) for i in by_score[cursor:] if not taken[i] and threads[i] not in covered), None)
+            thread = next((t for t in ranked_threads if t not in covered), None)
+            if thread is not None:
+                pick = next(i for i in best_row[thread] if not taken[i])  # uncovered: none taken
         if pick is None:
             while taken[by_score[cursor]]:
                 cursor += 1
@@ -102,6 +143,11 @@ def coverage_order(pool: Pool, budget: int, context_weight: float, every: int, w
         covered.add(threads[pick])
         chosen.append(pick)
     return _with_rest(pool, chosen)
+
+
+def _thread_keys(pool: Pool) -> list:
+    """Each row's thread; an unthreaded row is a thread of its own."""
+    return [t if t is not None else ("row", i) for i, t in enumerate(pool.threads)]
 
 
 def select(pool: Pool, query: np.ndarray, vectors_for: VectorsFor, config) -> tuple[list[str], str]:
@@ -115,5 +161,7 @@ def select(pool: Pool, query: np.ndarray, vectors_for: VectorsFor, config) -> tu
                               config.pursuit_tol, config.pursuit_bonus)
         return order, "pursuit"
     if config.selector == "coverage":
-        return coverage_order(pool, budget, config.context_weight, config.coverage_every, config.context_window), "coverage"
+        order = coverage_order(pool, budget, config.context_weight, config.coverage_every, config.context_window,
+                               config.coverage_threads, config.coverage_lexical_rows)
+        return order, "coverage"
     raise ValueError(f"selector: unknown selector {config.selector!r}")

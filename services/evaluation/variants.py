@@ -38,6 +38,9 @@ COVERAGE_SET = dict([
     _v("coverage", **_COVERAGE, context_weight=0.25, coverage_every=2),
     _v("coverage-context-only", **_COVERAGE, context_weight=0.25, coverage_every=0),
     _v("coverage-interleave-only", **_COVERAGE, context_weight=0.0, coverage_every=2),
+    # Uncovered threads ordered by their best fused row and their summed BM25 (thread_priority).
+    _v("coverage-sessions", **_COVERAGE, context_weight=0.25, coverage_every=2, coverage_threads="lexical"),
+    _v("coverage-sessions-every-3", **_COVERAGE, context_weight=0.25, coverage_every=3, coverage_threads="lexical"),
 ])
 
 VARIANTS: dict[str, Variant] = {**REFERENCE_SET, **RRF_GRID, **COVERAGE_SET}

@@ -64,7 +64,8 @@ def test_offline_replay_equals_the_online_read_path(built):
     try:
         head = memory.log.head()
         index = _GroupIndex(cands.groups[data.groups[0].key])
-        configs = [REFERENCE, VARIANTS["coverage"].config, VARIANTS["coverage"].config.with_overrides(reserve=3)]
+        configs = [REFERENCE, VARIANTS["coverage"].config, VARIANTS["coverage"].config.with_overrides(reserve=3),
+                   VARIANTS["coverage-sessions"].config]
         for config in configs:
             for q in cands.questions[:5]:
                 online = memory.query(next(d.text for d in data.questions if d.qid == q.qid),

@@ -7,7 +7,7 @@ import pytest
 
 from services.core.pursuit import pursuit_select
 from services.core.retrieval_config import RetrievalConfig
-from services.core.selection import Pool, context_scores, coverage_order, pursuit_order, select
+from services.core.selection import Pool, context_scores, coverage_order, pursuit_order, select, thread_priority
 
 
 def pool_of(spec: list[tuple[str, float, str | None, int]]) -> Pool:
@@ -58,6 +58,35 @@ def test_coverage_answers_are_prefixes_of_larger_budgets():
         full = coverage_order(pool, n, 0.3, 2)
         for budget in (1, 3, n // 2):
             assert coverage_order(pool, budget, 0.3, 2)[:budget] == full[:budget]
+
+
+def with_lexical(pool: Pool, scores: list[float]) -> Pool:
+    return Pool(pool.ids, pool.scores, pool.threads, pool.positions, np.array(scores))
+
+
+def test_thread_priority_adds_a_vote_for_the_summed_lexical_score():
+    # Thread C has two modest lexical hits whose sum (3.0) beats B's single best turn (2.5).
+    pool = with_lexical(POOL, [4.0, 0.0, 0.0, 2.5, 1.5, 0.0])
+    pool = Pool(pool.ids + ["c2"], np.append(pool.scores, 0.1), pool.threads + ["C"], pool.positions + [29],
+                np.append(pool.lexical, 1.5))
+    votes = thread_priority(pool, lexical_rows=10, gamma=1.0)
+    # Fused order of threads: A, B, C, x. Lexical sums: A 4.0, C 3.0, B 2.5.
+    assert votes["A"] == pytest.approx(1 / 1 + 1 / 1)
+    assert votes["C"] == pytest.approx(1 / 3 + 1 / 2)
+    assert votes["B"] == pytest.approx(1 / 2 + 1 / 3)
+    assert votes[("row", 5)] == pytest.approx(1 / 4)  # unthreaded, no lexical score
+    # Only the best `lexical_rows` lexical hits count: with 2 (a1 and b1), C gets no lexical vote.
+    assert thread_priority(pool, lexical_rows=2, gamma=1.0)["C"] == pytest.approx(1 / 3)
+
+
+def test_coverage_with_lexical_threads_fills_the_slot_from_the_first_voted_thread():
+    pool = with_lexical(POOL, [0.0, 0.0, 0.0, 0.0, 5.0, 0.0])  # only C matches lexically
+    order = coverage_order(pool, 4, 0.0, every=2, threads_by="lexical", lexical_rows=50)
+    # Slot 1 goes to C (votes: C 1/5 + 1/3 > B 1/4 with gamma 3), slot 3 to B.
+    assert order[:4] == ["a1", "c1", "a2", "b1"]
+    assert coverage_order(pool, 4, 0.0, every=2)[:4] == ["a1", "b1", "a2", "c1"]
+    with pytest.raises(ValueError, match="coverage_threads"):
+        coverage_order(pool, 4, 0.0, every=2, threads_by="votes")
 
 
 def test_coverage_when_every_thread_is_covered_falls_back_to_score():
