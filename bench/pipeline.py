@@ -13,7 +13,6 @@ bench/out/ so a second run skips the long build.
 from __future__ import annotations
 
 import argparse
-import gc
 import shutil
 import statistics
 import sys
@@ -83,11 +82,6 @@ def latency(sizes: list[int], n_queries: int) -> None:
                 memory.catch_up()
                 print(f"  {memory.rows.count()['active']} rows from {memory.log.head()} documents", file=sys.stderr)
             print(f"  build to {size} rows: {time.perf_counter() - started:.0f} s", file=sys.stderr)
-            if size == max(sizes):
-                # A server does not hold the corpus: 160k documents left on the heap made every
-                # garbage collection during the timed queries walk them (about 3 ms on the p50).
-                docs = None
-                gc.collect()
             started = time.perf_counter()
             memory.vectors.optimize()
             print(f"  vector optimize at {size}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
@@ -95,6 +89,13 @@ def latency(sizes: list[int], n_queries: int) -> None:
             config = memory.config_for()
             for q in qs[:10]:
                 memory.query(q, scope, config)
+            # The baseline of this run: the query encoder alone on the same questions. This
+            # machine's speed drifts by up to a third between runs; this tells how fast it was.
+            encoder = []
+            for q in qs:
+                started = time.perf_counter()
+                memory.retriever.embedder.encode([q])
+                encoder.append((time.perf_counter() - started) * 1000)
             timings, stages = [], {}
             for q in qs:
                 started = time.perf_counter()
@@ -104,6 +105,7 @@ def latency(sizes: list[int], n_queries: int) -> None:
                     stages.setdefault(stage, []).append(ms)
             # A kept store may hold more rows than asked for: report what was measured.
             medians = {stage: statistics.median(ms) for stage, ms in stages.items()}
+            medians["encoder alone"] = statistics.median(encoder)
             rows.append((memory.rows.count()["active"], statistics.median(timings), percentile(timings, 0.95), medians))
             print(f"  measured at {rows[-1][0]} rows: p50 {rows[-1][1]:.1f} ms, p95 {rows[-1][2]:.1f} ms",
                   file=sys.stderr, flush=True)
