@@ -6,6 +6,7 @@ exactly the rows it admits, with the scope applied inside the index.
 
 from __future__ import annotations
 
+import math
 import os
 import random
 from collections.abc import Callable, Iterator
@@ -178,6 +179,34 @@ def test_more_ties_than_the_limit_keep_the_latest(index: LexicalIndex):
     assert ids(index.search_text(["standup"], ACME, 5, conjunctive=True)) == [
         f"r{p:03d}" for p in (199, 198, 197, 196, 195)
     ]
+
+
+@pytest.mark.parametrize("equal_frequencies", [False, True])
+def test_long_tag_ties_keep_the_latest_rows(index: LexicalIndex, equal_frequencies: bool):
+    # Hundreds of rows share each tag score; the k-th place falls inside such a tie. With equal
+    # frequencies, "alice" and "bob" have the same idf, so two tag subsets share a score.
+    rng = random.Random(11)
+    names = ["alice", "bob", "infra", "kafka"]
+    rows, weights = [], [0.5, 0.5, 0.3, 0.1] if equal_frequencies else [0.6, 0.2, 0.3, 0.1]
+    for p in rng.sample(range(1, 401), 400):
+        tags = [n for n, w in zip(names, weights) if rng.random() < w]
+        if equal_frequencies:  # exactly one of alice and bob, alternating: same counts
+            tags = [n for n in tags if n not in ("alice", "bob")] + [("alice", "bob")[p % 2]]
+        rows.append(row(f"r{p:03d}", "x", p, author="z", tags=tags, state=rng.choice(["active"] * 4 + ["archived"])))
+    index.upsert(rows)
+    total = len(rows)
+    idf = {n: math.log(1 + (total - f + 0.5) / (f + 0.5))
+           for n in names if (f := sum(n in r.tags for r in rows))}
+    query = ["alice", "bob", "infra", "kafka", "nobody"]
+    expected = sorted(
+        ((sum(idf[t] for t in r.tags if t in query), r.ingest_position, r.row_id)
+         for r in rows if r.state == "active" and set(r.tags) & set(query)),
+        key=lambda e: (-round(e[0], 4), -e[1], e[2]),
+    )
+    for limit in (1, 10, 60, 200):
+        hits = index.search_tags(query, ACME, limit)
+        assert ids(hits) == [e[2] for e in expected[:limit]]
+        assert [h.score for h in hits] == pytest.approx([e[0] for e in expected[:limit]], rel=1e-5)
 
 
 # -- writes ---------------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterator, Sequence
+from itertools import combinations
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,6 +30,9 @@ _WRITER_HEAP = 50_000_000
 # The top-k is fetched with this much slack so that a tie straddling the k-th place is seen whole
 # and broken by ingest position, not by tantivy's internal document order.
 _TIE_SLACK = 16
+# A tie on the k-th tag score is resolved by naming the tag subset that scores it; with more
+# matched tags than this the subsets are not enumerated and the whole tie is read instead.
+_MAX_SUBSET_TAGS = 8
 
 _RAW = ("row_id", "tenant", "acl", "state", "kind", "author", "thread")
 _TEXT_FIELDS = ("text", "title")
@@ -229,17 +233,39 @@ class TantivyLexicalIndex:
             total = searcher.num_docs
             # Each matched tag adds its BM25 idf. No length normalisation: with it, a row with
             # many participants would rank below a row matching fewer of the query's tags.
-            clauses = []
+            idf_of: dict[str, float] = {}
             for tag in tags:
                 frequency = searcher.doc_freq("tag", tag)
-                if frequency == 0:
-                    continue
-                idf = math.log(1.0 + (total - frequency + 0.5) / (frequency + 0.5))
-                term = tantivy.Query.term_query(self._schema, "tag", tag)
-                clauses.append((tantivy.Occur.Should, tantivy.Query.const_score_query(term, idf)))
-            if not clauses:
+                if frequency > 0:
+                    idf_of[tag] = math.log(1.0 + (total - frequency + 0.5) / (frequency + 0.5))
+            if not idf_of:
                 return []
-            return self._search(searcher, tantivy.Query.boolean_query(clauses), scope, limit)
+            clauses = [
+                (tantivy.Occur.Should, tantivy.Query.const_score_query(self._tag(tag), idf)) for tag, idf in idf_of.items()
+            ]
+            return self._search(searcher, tantivy.Query.boolean_query(clauses), scope, limit,
+                                lambda score: self._tag_subset(idf_of, score))
+
+    def _tag(self, tag: str) -> tantivy.Query:
+        return tantivy.Query.term_query(self._schema, "tag", tag)
+
+    def _tag_subset(self, idf_of: dict[str, float], score: float) -> tantivy.Query | None:
+        """The rows whose tag score is exactly `score`: those matching one subset of the query's
+        tags and none of the others. None when no single subset sums to it (then the caller
+        falls back to reading the whole tie)."""
+        tags = list(idf_of)
+        if len(tags) > _MAX_SUBSET_TAGS:
+            return None
+        subsets = [
+            chosen for size in range(1, len(tags) + 1) for chosen in combinations(tags, size)
+            if math.isclose(sum(idf_of[t] for t in chosen), score, rel_tol=1e-5)  # tantivy sums in f32
+        ]
+        if len(subsets) != 1:
+            return None
+        occur = tantivy.Occur
+        return tantivy.Query.boolean_query(
+            [(occur.Must if tag in subsets[0] else occur.MustNot, self._tag(tag)) for tag in tags]
+        )
 
     def _term_clause(self, tokens: tuple[str, ...]) -> tantivy.Query:
         per_field = []
@@ -289,32 +315,58 @@ class TantivyLexicalIndex:
         index.reload()
         return index.searcher()
 
-    def _search(self, searcher: tantivy.Searcher, ranking: tantivy.Query, scope: Scope, limit: int) -> list[Hit]:
-        query = tantivy.Query.boolean_query(
-            [(tantivy.Occur.Must, ranking), (tantivy.Occur.Must, self._scope_filter(scope))]
-        )
+    def _search(self, searcher: tantivy.Searcher, ranking: tantivy.Query, scope: Scope, limit: int,
+                tie_rows: Callable[[float], tantivy.Query | None] | None = None) -> list[Hit]:
+        """The best `limit` rows by score, ties to the later ingest position. `tie_rows(score)`,
+        when given, names the rows of exactly that score, so that a long tie at the k-th place is
+        read newest first (ordered by tantivy) instead of whole."""
+        scope_filter = self._scope_filter(scope)
+        query = tantivy.Query.boolean_query([(tantivy.Occur.Must, ranking), (tantivy.Occur.Must, scope_filter)])
         fetch = limit + _TIE_SLACK
         while True:
             hits = searcher.search(query, limit=fetch, count=False).hits
             # Stop once the fetch reaches past the k-th score, or everything that matches is here.
             if len(hits) < fetch or hits[-1][0] != hits[limit - 1][0]:
                 break
+            tie = hits[limit - 1][0]
+            exact = tie_rows(tie) if tie_rows is not None else None
+            if exact is not None:
+                return self._with_newest_of_tie(searcher, hits, tie, exact, scope_filter, limit)
             fetch *= 4
+        addresses = [address for _, address in hits]
+        positions = searcher.fast_field_values("ingest_position", addresses)
+        return self._ranked(searcher, [score for score, _ in hits], positions, addresses, limit)
+
+    def _with_newest_of_tie(self, searcher: tantivy.Searcher, hits: list, tie: float, exact: tantivy.Query,
+                            scope_filter: tantivy.Query, limit: int) -> list[Hit]:
+        # Every row above the tie is in `hits` (they are sorted by score); the tie's newest rows
+        # come from tantivy ordered by ingest position, descending.
+        above = [(score, address) for score, address in hits if score > tie]
+        tied_query = tantivy.Query.boolean_query([(tantivy.Occur.Must, exact), (tantivy.Occur.Must, scope_filter)])
+        newest = searcher.search(tied_query, limit=limit - len(above) + _TIE_SLACK, count=False,
+                                 order_by_field="ingest_position", order=tantivy.Order.Desc).hits
+        addresses = [address for _, address in above] + [address for _, address in newest]
+        positions = searcher.fast_field_values("ingest_position", [address for _, address in above])
+        positions += [position for position, _ in newest]
+        scores = [score for score, _ in above] + [tie] * len(newest)
+        return self._ranked(searcher, scores, positions, addresses, limit)
+
+    @staticmethod
+    def _ranked(searcher: tantivy.Searcher, scores: list[float], positions: list, addresses: list,
+                limit: int) -> list[Hit]:
         # Ties on the k-th score can be thousands of rows long (an author tag matches every row
         # the author wrote, all with one score), so they are ordered in numpy, not in Python.
-        addresses = [address for _, address in hits]
-        scores = np.fromiter((score for score, _ in hits), np.float64, len(hits))
-        positions = np.fromiter(
-            (p or 0 for p in searcher.fast_field_values("ingest_position", addresses)), np.int64, len(hits)
-        )
-        order = np.lexsort((-positions, -scores))  # score, then most recently ingested, first
-        scores, positions = scores[order], positions[order]
+        n = len(addresses)
+        score_of = np.fromiter(scores, np.float64, n)
+        position_of = np.fromiter((p or 0 for p in positions), np.int64, n)
+        order = np.lexsort((-position_of, -score_of))  # score, then most recently ingested, first
+        score_of, position_of = score_of[order], position_of[order]
         # Row ids are only read for the slots returned, plus any rows tied with the last one.
-        end = min(limit, len(order))
-        while end < len(order) and scores[end] == scores[end - 1] and positions[end] == positions[end - 1]:
+        end = min(limit, n)
+        while end < n and score_of[end] == score_of[end - 1] and position_of[end] == position_of[end - 1]:
             end += 1
         chosen = [
-            (scores[i], positions[i], searcher.doc(addresses[order[i]])["row_id"][0]) for i in range(end)
+            (score_of[i], position_of[i], searcher.doc(addresses[order[i]])["row_id"][0]) for i in range(end)
         ]
         chosen.sort(key=lambda item: (-item[0], -item[1], item[2]))
         return [Hit(row_id, float(score)) for score, _, row_id in chosen[:limit]]
