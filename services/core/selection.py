@@ -115,9 +115,8 @@ def coverage_order(pool: Pool, budget: int, context_weight: float, every: int, w
     by_score = np.argsort(-scores, kind="stable")  # stable: ties keep the fused order
     threads = _thread_keys(pool)
     best_row: dict = {}
-    for i in by_score:
-        best_row.setdefault(threads[i], [])
-        best_row[threads[i]].append(int(i))
+    for i in by_score:  # each thread's rows, best first; threads in the order of their best row
+        best_row.setdefault(threads[i], []).append(int(i))
     if threads_by == "lexical":
         votes = thread_priority(pool, lexical_rows)
         ranked_threads = sorted(best_row, key=lambda t: -votes[t])  # stable: ties by best row
