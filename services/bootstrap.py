@@ -23,7 +23,7 @@ def _embedder(settings: EmbedderSettings, role: str) -> Embedder:
 
         return OnnxEmbedder(settings.model, max_tokens=settings.max_tokens, batch_size=settings.batch_size,
                             threads=settings.threads, cache_dir=settings.cache_dir,
-                            precision=settings.query_precision if role == "query" else "fp32")
+                            precision=settings.query_vectors if role == "query" else "fp32")
     from services.adapters.embedder.sentence_transformers import SentenceTransformerEmbedder
 
     return SentenceTransformerEmbedder(settings.model, max_tokens=settings.max_tokens,

@@ -36,6 +36,11 @@ class EmbedderSettings(BaseModel):
     # cosine 0.994 to fp32; documents are always encoded in fp32. The torch backend is fp32 only.
     query_precision: Literal["fp32", "int8"] = "int8"
 
+    @property
+    def query_vectors(self) -> str:
+        """The precision queries are actually encoded at (the torch backend has only fp32)."""
+        return self.query_precision if self.backend == "onnx" else "fp32"
+
 
 class LimitSettings(BaseModel):
     max_body_bytes: int = 32 * 1024 * 1024

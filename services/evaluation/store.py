@@ -159,18 +159,14 @@ def fetch_candidates(memory: Memory, dataset: Dataset, candidates: int = 200) ->
     return Candidates(dataset.name, candidates, groups, out, dropped)
 
 
-def _query_vectors() -> str:
-    """How the questions are encoded (the query encoder's precision): part of the cache key."""
-    from services.settings import Settings
-
-    embedder = Settings().embedder
-    return embedder.query_precision if embedder.backend == "onnx" else "fp32"
-
-
 def cached_candidates(dataset: Dataset, folder: Path, candidates: int = 200, log=sys.stderr) -> Candidates:
     """Candidates from `folder`'s cache when it matches the documents, else built (and cached)."""
+    from services.settings import Settings
+
     folder = Path(folder)
-    path = folder / f"candidates-C{candidates}-v{CANDIDATE_CACHE_VERSION}-{_query_vectors()}-{fingerprint(dataset)}.pkl"
+    # Keyed by the query encoder's precision too: int8 and fp32 questions fetch different legs.
+    precision = Settings().embedder.query_vectors
+    path = folder / f"candidates-C{candidates}-v{CANDIDATE_CACHE_VERSION}-{precision}-{fingerprint(dataset)}.pkl"
     if path.exists():
         with open(path, "rb") as handle:
             return pickle.load(handle)

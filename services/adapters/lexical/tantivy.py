@@ -328,10 +328,11 @@ class TantivyLexicalIndex:
             # Stop once the fetch reaches past the k-th score, or everything that matches is here.
             if len(hits) < fetch or hits[-1][0] != hits[limit - 1][0]:
                 break
-            tie = hits[limit - 1][0]
-            exact = tie_rows(tie) if tie_rows is not None else None
-            if exact is not None:
-                return self._with_newest_of_tie(searcher, hits, tie, exact, scope_filter, limit)
+            if tie_rows is not None:  # asked once: the tied score stays the same as the fetch grows
+                tie = hits[limit - 1][0]
+                exact, tie_rows = tie_rows(tie), None
+                if exact is not None:
+                    return self._with_newest_of_tie(searcher, hits, tie, exact, scope_filter, limit)
             fetch *= 4
         addresses = [address for _, address in hits]
         positions = searcher.fast_field_values("ingest_position", addresses)
