@@ -6,6 +6,7 @@ ORGMEM_QDRANT_URL names one. Results are held to `services.core.scope.admits` ex
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import socket
@@ -19,8 +20,8 @@ import pytest
 from qdrant_client import QdrantClient
 
 from schemas.rows import Row
-from services.adapters.vector._payload import InvalidVectors
-from services.adapters.vector.qdrant_edge import QdrantEdgeVectorIndex
+from services.adapters.vector._payload import InvalidVectors, carried_row_id, carrying_point_id, point_id
+from services.adapters.vector.qdrant_edge import CARRYING_MARKER, QdrantEdgeVectorIndex
 from services.adapters.vector.qdrant_server import QdrantServerVectorIndex
 from services.core.scope import Scope, admits
 from services.ports import BackendUnavailable, Hit, OrgmemError, VectorIndex
@@ -275,6 +276,107 @@ def test_edge_optimize_keeps_answers(tmp_path: Path) -> None:
         assert after[0] == Hit("r3", pytest.approx(1.0, abs=1e-4))
     finally:
         index.close()
+
+
+# --- orgmem-shaped row ids ----------------------------------------------------------------------
+
+
+def orgmem_id(name: str, letter: str = "r") -> str:
+    """A row id of the shape core.write_rules makes: a letter and 23 hex digits."""
+    return letter + hashlib.sha256(name.encode()).hexdigest()[:23]
+
+
+def test_point_ids_carry_orgmem_row_ids_and_only_those() -> None:
+    rnd = random.Random(3)
+    for _ in range(200):
+        row_id = orgmem_id(str(rnd.random()), rnd.choice("rdz"))
+        carried = carrying_point_id(row_id)
+        assert uuid.UUID(carried).hex[12] == "0"  # version digit 0: never a name-based id (5)
+        assert carried_row_id(carried) == row_id
+        assert carried_row_id(uuid.UUID(carried)) == row_id
+    for foreign in ["r0", "row-001", "R" + "a" * 23, "r" + "a" * 24, "r" + "A" * 23, "early"]:
+        assert carrying_point_id(foreign) == point_id(foreign)
+        assert carried_row_id(point_id(foreign)) is None and uuid.UUID(point_id(foreign)).hex[12] == "5"
+
+
+def test_orgmem_row_ids_rank_tie_and_follow_state(backend: Backend) -> None:
+    rng = np.random.default_rng(13)
+    same = unit(rng, 1)[0]
+    rows = [make_row(orgmem_id(f"n{i}"), 100 + i) for i in range(12)]
+    rows += [make_row(orgmem_id(f"twin{i}", "d"), int(p)) for i, p in enumerate(rng.permutation(6) + 1)]
+    rows += [make_row("plain-twin", 3), make_row("plain-other", 200)]  # ids of another shape mixed in
+    vectors = np.vstack([unit(rng, 12), np.tile(same, (7, 1)), unit(rng, 1)])
+    index = backend.open()
+    index.upsert(rows, vectors)
+    query = same + 0.3 * vectors[0]
+    cosine = vectors @ (query / np.linalg.norm(query))
+    expected = [rows[i].row_id for i in sorted(range(len(rows)), key=lambda i: (-round(float(cosine[i]), 5),
+                                                                                 -rows[i].ingest_position, rows[i].row_id))]
+    for limit in (1, 3, 7, 10, len(rows)):  # cuts before, inside and after the tie
+        assert [h.row_id for h in index.search(query, EVERYTHING, limit)] == expected[:limit]
+    archived = rows[13].model_copy(update={"state": "archived"})
+    index.update_state([archived])
+    assert archived.row_id not in {h.row_id for h in index.search(query, EVERYTHING, len(rows))}
+    got = index.vectors([rows[0].row_id, "plain-twin", orgmem_id("never")])
+    assert set(got) == {rows[0].row_id, "plain-twin"}
+    index.close()
+    again = backend.open()
+    assert [h.row_id for h in again.search(query, EVERYTHING, 5)] == [r for r in expected if r != archived.row_id][:5]
+
+
+def test_edge_search_reads_payload_only_for_ties_and_foreign_ids(tmp_path: Path, monkeypatch) -> None:
+    rng = np.random.default_rng(14)
+    index = QdrantEdgeVectorIndex(tmp_path / "edge", DIM)
+    try:
+        rows = [make_row(orgmem_id(f"n{i}"), i) for i in range(20)]
+        vectors = unit(rng, 20)
+        index.upsert(rows, vectors)
+        shard = index._live()
+        asked: list[list[str]] = []
+        real = shard.retrieve
+
+        class Spy:
+            def __getattr__(self, name):
+                return getattr(shard, name)
+
+            def retrieve(self, ids, **kwargs):
+                asked.append(list(ids))
+                return real(ids, **kwargs)
+
+        monkeypatch.setattr(index, "_shard", Spy())
+        assert index.search(vectors[4], EVERYTHING, 10)[0].row_id == rows[4].row_id
+        assert asked == []  # distinct scores, carrying ids: no payload read at all
+        index.upsert([make_row("foreign", 30), make_row(orgmem_id("copy"), 31)], np.vstack([vectors[4], vectors[4]]))
+        hits = index.search(vectors[4], EVERYTHING, 10)
+        assert [h.row_id for h in hits[:3]] == [orgmem_id("copy"), "foreign", rows[4].row_id]
+        assert len(asked) == 1 and len(asked[0]) == 3  # the three tied points, nothing else
+    finally:
+        index.close()
+
+
+def test_edge_shard_with_name_based_ids_still_answers(tmp_path: Path) -> None:
+    """A shard made before point ids carried row ids (no marker) keeps its ids until a reset."""
+    rng = np.random.default_rng(15)
+    vectors = unit(rng, 8)
+    rows = [make_row(orgmem_id(f"n{i}"), i) for i in range(8)]
+    index = QdrantEdgeVectorIndex(tmp_path / "edge", DIM)
+    (tmp_path / "edge" / CARRYING_MARKER).unlink()
+    index.close()
+    legacy = QdrantEdgeVectorIndex(tmp_path / "edge", DIM)
+    try:
+        legacy.upsert(rows, vectors)
+        legacy.update_state([rows[2].model_copy(update={"state": "archived"})])
+        assert [h.row_id for h in legacy.search(vectors[5], EVERYTHING, 1)] == [rows[5].row_id]
+        assert rows[2].row_id not in {h.row_id for h in legacy.search(vectors[2], EVERYTHING, 8)}
+        assert set(legacy.vectors([r.row_id for r in rows])) == {r.row_id for r in rows}
+        stored = {str(p.id) for p in legacy._live().retrieve([point_id(r.row_id) for r in rows], with_payload=False, with_vector=False)}
+        assert len(stored) == 8  # still name-based
+        legacy.reset()
+        assert (tmp_path / "edge" / CARRYING_MARKER).exists()
+        legacy.upsert(rows[:1], vectors[:1])
+        assert [str(p.id) for p in legacy._live().retrieve([carrying_point_id(rows[0].row_id)], with_payload=False, with_vector=False)]
+    finally:
+        legacy.close()
 
 
 # --- property: the index admits exactly what `admits` admits ---------------------------------

@@ -8,6 +8,7 @@ here means Qdrant Edge and Qdrant server cannot drift apart on what a scope admi
 from __future__ import annotations
 
 import math
+import re
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +49,29 @@ class InvalidVectors(OrgmemError):
 def point_id(row_id: str) -> str:
     """Qdrant accepts only unsigned ints or UUIDs as ids; a name-based UUID is deterministic."""
     return str(uuid.uuid5(POINT_NAMESPACE, row_id))
+
+
+# orgmem's own row ids are a letter and 23 hex digits (core.write_rules): 96 bits, which fit in a
+# UUID. A point id that carries its row id lets a search name its rows without reading payload,
+# about a third of a search's time at 100k rows. The UUID version digit (hex digit 12) is 0 in a
+# carrying id and always 5 in a name-based one, so the two kinds can never be taken for each other.
+_CARRIED = re.compile(r"[a-z][0-9a-f]{23}")
+
+
+def carrying_point_id(row_id: str) -> str:
+    """The point id that spells `row_id`; a row id of any other shape gets `point_id`."""
+    if not _CARRIED.fullmatch(row_id):
+        return point_id(row_id)
+    digits = f"{ord(row_id[0]):02x}" + row_id[1:]  # 25 hex digits
+    return str(uuid.UUID(digits[:12] + "0" + digits[12:] + "000000"))
+
+
+def carried_row_id(point: uuid.UUID | str) -> str | None:
+    """The row id a carrying point id spells, or None for a name-based one."""
+    digits = point.hex if isinstance(point, uuid.UUID) else uuid.UUID(point).hex
+    if digits[12] != "0":
+        return None
+    return chr(int(digits[:2], 16)) + digits[2:12] + digits[13:26]
 
 
 def rfc3339(moment: datetime) -> str:

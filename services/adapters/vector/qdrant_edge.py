@@ -4,12 +4,17 @@ Writes go to the shard's appendable segment and are searched exactly (brute forc
 payload filter). Building the HNSW graph is `optimize()`, a separate, blocking call for the
 indexer or the CLI after a bulk load: it holds the Python interpreter lock for its whole run
 (tens of seconds at 100k rows), so it must never run on the request path.
+
+Point ids spell orgmem's row ids (`carrying_point_id`), so a search reads no payload unless
+scores tie. A shard made before that (no `CARRYING_MARKER` in its folder) keeps name-based ids,
+read through the payload, until `orgmem rebuild` resets it.
 """
 
 from __future__ import annotations
 
 import shutil
 import threading
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -47,6 +52,8 @@ from services.adapters.vector._payload import (
     InvalidVectors,
     checked_batch,
     checked_limit,
+    carried_row_id,
+    carrying_point_id,
     checked_query,
     cut,
     point_id,
@@ -61,12 +68,16 @@ from services.ports import BackendUnavailable, Hit, OrgmemError
 COMPONENT = "vector index"
 # Points per update call: bounds the Python-side lists built for one call.
 UPSERT_BATCH = 1000
+# Present in a shard whose point ids carry their row ids (`carrying_point_id`). Shards made
+# before it keep name-based ids, and read each hit's row id from the payload, until a rebuild.
+CARRYING_MARKER = "orgmem-point-ids"
 
 
 # ACORN explores the graph through neighbours' neighbours when the filter rejects most of them.
 # Without it, scope filters (tenant + acl + state) cut HNSW recall@50 to 0.12 at 100k rows
 # (bench/vector_index_speed.py); with it, a 20k-row probe measured 1.0 against exact search.
 _SEARCH_PARAMS = SearchParams(acorn=AcornSearchParams(enable=True))
+_EXACT = SearchParams(exact=True)
 
 
 class QdrantEdgeVectorIndex:
@@ -76,6 +87,7 @@ class QdrantEdgeVectorIndex:
         self.path = Path(path)
         self.dim = dim
         self._lock = threading.Lock()  # writes and open/close/reset never interleave
+        self._carrying = False
         self._shard: EdgeShard | None = self._open()
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -84,13 +96,15 @@ class QdrantEdgeVectorIndex:
         return EdgeConfig(vectors=EdgeVectorParams(size=self.dim, distance=Distance.Cosine))
 
     def _open(self) -> EdgeShard:
-        existing = self.path.is_dir() and any(self.path.iterdir())
+        existing = self.path.is_dir() and any(f.name != CARRYING_MARKER for f in self.path.iterdir())
         with self._driver("open"):
             try:
                 if existing:
                     shard = EdgeShard.load(str(self.path), self._config())
                 else:
                     self.path.mkdir(parents=True, exist_ok=True)
+                    # Written before the shard: a shard never exists with carrying ids unmarked.
+                    (self.path / CARRYING_MARKER).write_text("row ids carried in point ids\n")
                     shard = EdgeShard.create(str(self.path), self._config())
             except Exception as exc:
                 if "incompatible" in str(exc):
@@ -98,6 +112,7 @@ class QdrantEdgeVectorIndex:
                         f"vector index at {self.path}: stored shard does not fit dim={self.dim}: {exc}"
                     ) from exc
                 raise
+            self._carrying = (self.path / CARRYING_MARKER).exists()
             # Created on every open, not only on create: a shard created by a run that stopped
             # before its indexes were made still gets them.
             have = set(shard.info().payload_schema)
@@ -141,7 +156,7 @@ class QdrantEdgeVectorIndex:
         """Index rows with their vectors; a re-upsert replaces. Durable (flushed) on return."""
         matrix, problems = checked_batch(rows, vectors, self.dim)
         points = [
-            Point(point_id(row.row_id), matrix[i].tolist(), row_payload(row))
+            Point(self._point_id(row.row_id), matrix[i].tolist(), row_payload(row))
             for i, row in enumerate(rows)
             if row.row_id not in problems
         ]
@@ -166,12 +181,12 @@ class QdrantEdgeVectorIndex:
                 present = {
                     str(record.id)
                     for record in shard.retrieve(
-                        [point_id(rid) for rid in latest], with_payload=False, with_vector=False
+                        [self._point_id(rid) for rid in latest], with_payload=False, with_vector=False
                     )
                 }
                 # Overwrite, not merge: a key that became absent (event_time, thread) must go.
                 for row_id, row in latest.items():
-                    pid = point_id(row_id)
+                    pid = self._point_id(row_id)
                     if pid in present:
                         shard.update(UpdateOperation.overwrite_payload([pid], row_payload(row)))
                 if present:
@@ -179,8 +194,10 @@ class QdrantEdgeVectorIndex:
 
     # --- reads -----------------------------------------------------------------------------
 
-    def search(self, vector: np.ndarray, scope: Scope, limit: int) -> list[Hit]:
-        """Cosine nearest rows admitted by `scope`; the scope is a filter inside the search."""
+    def search(self, vector: np.ndarray, scope: Scope, limit: int, exact: bool = False) -> list[Hit]:
+        """Cosine nearest rows admitted by `scope`; the scope is a filter inside the search.
+
+        exact: a brute-force search instead of the graph, to measure the graph's recall."""
         query = checked_query(vector, self.dim)
         if checked_limit(limit) == 0:
             return []
@@ -200,12 +217,13 @@ class QdrantEdgeVectorIndex:
                         limit=fetch,
                         query=Query.Nearest(query),
                         filter=qfilter,
-                        with_payload=HIT_FIELDS,
-                        params=_SEARCH_PARAMS,
+                        with_payload=False if self._carrying else HIT_FIELDS,
+                        params=_EXACT if exact else _SEARCH_PARAMS,
                     )
                 )
+                payloads = self._hit_payloads(shard, points)
             ranked = rank(
-                scored((p.payload or {}).get("row_id"), p.score, (p.payload or {}).get("ingest_position"))
+                scored(payloads[p.id].get("row_id"), p.score, payloads[p.id].get("ingest_position"))
                 for p in points
             )
             hits = cut(ranked, limit, fetch)
@@ -213,11 +231,25 @@ class QdrantEdgeVectorIndex:
                 return hits
             fetch *= 4
 
+    def _hit_payloads(self, shard: EdgeShard, points: list) -> dict[object, dict]:
+        """Row id and ingest position per hit. A carrying id names its row; the payload is read
+        only for a point that does not carry its row id or whose score ties another's (the
+        tie rule orders by ingest position)."""
+        if not self._carrying:
+            return {p.id: p.payload or {} for p in points}
+        found = {p.id: {"row_id": carried_row_id(p.id)} for p in points}
+        scores = Counter(p.score for p in points)
+        wanted = [str(p.id) for p in points if found[p.id]["row_id"] is None or scores[p.score] > 1]
+        if wanted:
+            for record in shard.retrieve(wanted, with_payload=HIT_FIELDS, with_vector=False):
+                found[record.id] = record.payload or {}
+        return found
+
     def vectors(self, row_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored (unit-norm) vectors by row id; ids not indexed are absent."""
         if not row_ids:
             return {}
-        by_point = {point_id(rid): rid for rid in row_ids}
+        by_point = {self._point_id(rid): rid for rid in row_ids}
         shard = self._live()
         with self._driver("vectors"):
             records = shard.retrieve(list(by_point), with_payload=False, with_vector=True)
@@ -229,6 +261,9 @@ class QdrantEdgeVectorIndex:
             if stored is not None:
                 found[by_point[str(record.id)]] = np.asarray(stored, dtype=np.float32)
         return found
+
+    def _point_id(self, row_id: str) -> str:
+        return carrying_point_id(row_id) if self._carrying else point_id(row_id)
 
     # --- boundary --------------------------------------------------------------------------
 
