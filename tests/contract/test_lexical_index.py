@@ -477,3 +477,26 @@ def test_tantivy_closed_index_refuses_work(location: Path):
     index.close()
     with pytest.raises(OrgmemError, match="closed"):
         index.search_text(["x"], ACME, 10, conjunctive=True)
+
+
+def test_tantivy_reloads_only_when_a_commit_happened(location: Path, monkeypatch):
+    writer, reader = TantivyLexicalIndex(location), TantivyLexicalIndex(location)  # as two processes
+    try:
+        writer.upsert([row("a", "quarterly budget review", 1)])
+        assert ids(reader.search_text(["budget"], ACME, 10, conjunctive=True)) == ["a"]
+        reloads: list[int] = []
+        real = reader._reload
+        monkeypatch.setattr(reader, "_reload", lambda index: (reloads.append(1), real(index)))
+        meta = location / "meta.json"
+        long_ago = meta.stat().st_mtime - 3600
+        os.utime(meta, (long_ago, long_ago))  # settled: past the two-second window
+        reader.search_text(["budget"], ACME, 10, conjunctive=True)  # the stamp changed once
+        reader.search_text(["budget"], ACME, 10, conjunctive=True)
+        reader.search_tags(["alice"], ACME, 10)
+        assert len(reloads) == 1
+        writer.upsert([row("b", "budget freeze", 2)])  # another writer's commit: seen at once
+        assert sorted(ids(reader.search_text(["budget"], ACME, 10, conjunctive=True))) == ["a", "b"]
+        assert len(reloads) == 2
+    finally:
+        writer.close()
+        reader.close()
