@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import shutil
 import socket
 import uuid
 from collections.abc import Callable, Iterator
@@ -359,10 +360,7 @@ def test_edge_shard_with_name_based_ids_still_answers(tmp_path: Path) -> None:
     rng = np.random.default_rng(15)
     vectors = unit(rng, 8)
     rows = [make_row(orgmem_id(f"n{i}"), i) for i in range(8)]
-    index = QdrantEdgeVectorIndex(tmp_path / "edge", DIM)
-    (tmp_path / "edge" / CARRYING_MARKER).unlink()
-    index.close()
-    legacy = QdrantEdgeVectorIndex(tmp_path / "edge", DIM)
+    legacy = _legacy_shard(tmp_path / "edge")
     try:
         legacy.upsert(rows, vectors)
         legacy.update_state([rows[2].model_copy(update={"state": "archived"})])
@@ -377,6 +375,63 @@ def test_edge_shard_with_name_based_ids_still_answers(tmp_path: Path) -> None:
         assert [str(p.id) for p in legacy._live().retrieve([carrying_point_id(rows[0].row_id)], with_payload=False, with_vector=False)]
     finally:
         legacy.close()
+
+
+def _legacy_shard(path: Path) -> QdrantEdgeVectorIndex:
+    """A shard as made before point ids carried row ids: no marker, name-based ids."""
+    QdrantEdgeVectorIndex(path, DIM).close()
+    (path / CARRYING_MARKER).unlink()
+    return QdrantEdgeVectorIndex(path, DIM)
+
+
+def test_edge_optimize_copies_a_name_based_shard_to_carrying_ids(tmp_path: Path) -> None:
+    rng = np.random.default_rng(16)
+    rows = [make_row(orgmem_id(f"n{i}"), i, acl=["eng"] if i % 3 else []) for i in range(2500)]
+    rows += [make_row("foreign", 2600), make_row(orgmem_id("twin"), 2601)]
+    vectors = np.vstack([unit(rng, 2501), unit(rng, 1)])
+    vectors[-1] = vectors[7]  # a tie, ordered by ingest position
+    index = _legacy_shard(tmp_path / "edge")
+    try:
+        index.upsert(rows, vectors)
+        index.update_state([rows[5].model_copy(update={"state": "archived"})])
+        scopes = [EVERYTHING, Scope(tenant="acme", readers=frozenset({"eng"}))]
+        queries = [vectors[7], vectors[5], vectors[-2], unit(rng, 1)[0]]
+        before = [index.search(q, s, 20, exact=True) for q in queries for s in scopes]
+        assert index.optimize() is True
+        assert index._carrying and (tmp_path / "edge" / CARRYING_MARKER).exists()
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["edge"]  # no staging or retired copy left
+        assert [index.search(q, s, 20, exact=True) for q in queries for s in scopes] == before
+        assert index.search(vectors[7], EVERYTHING, 2)[0].row_id == orgmem_id("twin")
+        stored = index._live().retrieve([carrying_point_id(rows[0].row_id), point_id("foreign")],
+                                        with_payload=False, with_vector=False)
+        assert len(stored) == 2
+        got = index.vectors([rows[3].row_id, "foreign"])
+        assert np.allclose(got[rows[3].row_id], vectors[3], atol=1e-5) and "foreign" in got
+        assert index.optimize() in (True, False)  # a second call has nothing to copy
+    finally:
+        index.close()
+
+
+def test_edge_open_finishes_or_undoes_an_interrupted_swap(tmp_path: Path) -> None:
+    rng = np.random.default_rng(17)
+    vectors = unit(rng, 4)
+    rows = [make_row(orgmem_id(f"n{i}"), i) for i in range(4)]
+    index = _legacy_shard(tmp_path / "edge")
+    index.upsert(rows, vectors)
+    index.close()
+    # Stopped between the two renames: the old shard comes back under its name.
+    (tmp_path / "edge").rename(tmp_path / "edge.retired")
+    reopened = QdrantEdgeVectorIndex(tmp_path / "edge", DIM)
+    try:
+        assert not reopened._carrying
+        assert [h.row_id for h in reopened.search(vectors[2], EVERYTHING, 1)] == [rows[2].row_id]
+    finally:
+        reopened.close()
+    # Stopped after them: the retired copy is removed.
+    shutil.copytree(tmp_path / "edge", tmp_path / "edge.retired")
+    again = QdrantEdgeVectorIndex(tmp_path / "edge", DIM)
+    again.close()
+    assert not (tmp_path / "edge.retired").exists()
 
 
 # --- property: the index admits exactly what `admits` admits ---------------------------------

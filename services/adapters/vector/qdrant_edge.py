@@ -7,11 +7,12 @@ indexer or the CLI after a bulk load: it holds the Python interpreter lock for i
 
 Point ids spell orgmem's row ids (`carrying_point_id`), so a search reads no payload unless
 scores tie. A shard made before that (no `CARRYING_MARKER` in its folder) keeps name-based ids,
-read through the payload, until `orgmem rebuild` resets it.
+read through the payload, until `optimize()` copies it over (or `orgmem rebuild` resets it).
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 import threading
 from collections import Counter
@@ -36,6 +37,7 @@ from qdrant_edge import (
     Query,
     QueryRequest,
     RangeDateTime,
+    ScrollRequest,
     SearchParams,
     UpdateOperation,
 )
@@ -65,11 +67,13 @@ from services.adapters.vector._payload import (
 from services.core.scope import Scope
 from services.ports import BackendUnavailable, Hit, OrgmemError
 
+log = logging.getLogger(__name__)
+
 COMPONENT = "vector index"
 # Points per update call: bounds the Python-side lists built for one call.
 UPSERT_BATCH = 1000
 # Present in a shard whose point ids carry their row ids (`carrying_point_id`). Shards made
-# before it keep name-based ids, and read each hit's row id from the payload, until a rebuild.
+# before it keep name-based ids, and read each hit's row id from the payload, until `optimize()`.
 CARRYING_MARKER = "orgmem-point-ids"
 
 
@@ -96,6 +100,7 @@ class QdrantEdgeVectorIndex:
         return EdgeConfig(vectors=EdgeVectorParams(size=self.dim, distance=Distance.Cosine))
 
     def _open(self) -> EdgeShard:
+        self._finish_swap()
         existing = self.path.is_dir() and any(f.name != CARRYING_MARKER for f in self.path.iterdir())
         with self._driver("open"):
             try:
@@ -142,13 +147,56 @@ class QdrantEdgeVectorIndex:
     def optimize(self) -> bool:
         """Build the HNSW graph and merge segments; blocks (and holds the GIL) until done.
 
-        Returns True when anything was optimized. Call after bulk loads, off the request path."""
+        A shard with name-based point ids is first copied to carrying ids: the stored vectors and
+        payloads, nothing encoded again. Returns True when anything changed. Call after bulk
+        loads, off the request path."""
         with self._lock:
+            upgraded = not self._carrying
+            if upgraded:
+                self._copy_to_carrying_ids()
             shard = self._live()
             with self._driver("optimize"):
                 changed = shard.optimize()
                 shard.flush()
-            return bool(changed)
+            return bool(changed) or upgraded
+
+    def _copy_to_carrying_ids(self) -> None:
+        """Copy every point into a new shard beside this one, then swap the folders. An
+        interrupted copy leaves this shard as it was; an interrupted swap is finished or undone
+        by the next open (`_finish_swap`)."""
+        staging, retired = self._beside("carrying"), self._beside("retired")
+        shutil.rmtree(staging, ignore_errors=True)
+        log.info("vector index at %s: copying its points to row-carrying point ids", self.path)
+        target = QdrantEdgeVectorIndex(staging, self.dim)
+        try:
+            shard, offset = self._live(), None
+            with self._driver("copy to carrying point ids"):
+                while True:
+                    points, offset = shard.scroll(
+                        ScrollRequest(limit=UPSERT_BATCH, offset=offset, with_payload=True, with_vector=True))
+                    copies = [Point(carrying_point_id(p.payload["row_id"]), _dense(p.vector), p.payload)
+                              for p in points]
+                    if copies:
+                        target._live().update(UpdateOperation.upsert_points(copies))
+                    if offset is None:
+                        break
+        finally:
+            target.close()
+        with self._driver("close before the swap"):
+            shard.close()
+        self._shard = None
+        self.path.rename(retired)
+        staging.rename(self.path)
+        self._shard = self._open()
+
+    def _finish_swap(self) -> None:
+        retired = self._beside("retired")
+        if retired.exists() and not self.path.exists():
+            retired.rename(self.path)  # stopped between the two renames: keep the old shard
+        shutil.rmtree(retired, ignore_errors=True)
+
+    def _beside(self, role: str) -> Path:
+        return self.path.with_name(f"{self.path.name}.{role}")
 
     # --- writes ----------------------------------------------------------------------------
 
@@ -255,9 +303,7 @@ class QdrantEdgeVectorIndex:
             records = shard.retrieve(list(by_point), with_payload=False, with_vector=True)
         found: dict[str, np.ndarray] = {}
         for record in records:
-            stored = record.vector
-            if isinstance(stored, dict):  # named-vector form; ours is the default ("") vector
-                stored = stored.get("")
+            stored = _dense(record.vector)
             if stored is not None:
                 found[by_point[str(record.id)]] = np.asarray(stored, dtype=np.float32)
         return found
@@ -282,6 +328,11 @@ class QdrantEdgeVectorIndex:
             raise
         except Exception as exc:
             raise BackendUnavailable(COMPONENT, f"Qdrant Edge at {self.path}: {action} failed: {exc}") from exc
+
+
+def _dense(vector):
+    """The default vector of a record (the driver may return the named-vector form)."""
+    return vector.get("") if isinstance(vector, dict) else vector
 
 
 def _payload_indexes() -> list[tuple[str, object]]:
