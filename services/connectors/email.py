@@ -70,6 +70,14 @@ class EmailReport(ConnectorReport):
         self.undated += parsed.undated
         self.warnings += [f"{label}: {w}" for w in parsed.warnings]
 
+    def route(self, label: str, parsed: ParsedEmail | DeadLetter, docs: list, letters: list) -> None:
+        """One parsed message to its place: a dead letter, or a document noted in this report."""
+        if isinstance(parsed, DeadLetter):
+            letters.append(parsed)
+        else:
+            docs.append(parsed.document)
+            self.note(label, parsed)
+
 
 def _decode_bytes(data: bytes, charset: str | None) -> tuple[str, str | None]:
     """Decode text bytes; a bad or unknown charset falls back to UTF-8, then Windows-1252."""

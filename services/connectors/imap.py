@@ -154,12 +154,8 @@ def _sync_mailbox(conn, settings: ImapSettings, mailbox: str, sink: Sink, state:
             raw = fetched.get(uid)
             if raw is None:  # expunged between SEARCH and FETCH
                 continue
-            parsed = parse_item(raw, label, CONNECTOR, acl_from_participants=acl_from_participants)
-            if isinstance(parsed, DeadLetter):
-                letters.append(parsed)
-                continue
-            docs.append(parsed.document)
-            report.note(label, parsed)
+            report.route(label, parse_item(raw, label, CONNECTOR, acl_from_participants=acl_from_participants),
+                         docs, letters)
         if docs:
             sink(docs)  # durable before the cursor moves past these UIDs
             report.documents += len(docs)

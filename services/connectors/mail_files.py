@@ -176,11 +176,7 @@ def run_email(
                     item = DeadLetter(CONNECTOR, label, item)
                 else:
                     item = parse_item(item, label, CONNECTOR, acl_from_participants=acl_from_participants)
-                if isinstance(item, DeadLetter):
-                    letters.append(item)
-                    continue
-                docs.append(item.document)
-                report.note(label, item)
+                report.route(label, item, docs, letters)
                 if len(docs) >= batch_size:
                     flush()
             prints[key] = digest
