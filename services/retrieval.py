@@ -73,7 +73,7 @@ class Retriever:
         }
         lap("lexical")
         # The ranking fields of the lexical rows are read while the embedding is still running.
-        heads = self.rows.heads(list(dict.fromkeys(h.row_id for hits in legs.values() for h in hits)))
+        heads = self.rows.heads([h.row_id for hits in legs.values() for h in hits])
         # So are the newest rows for the reserve's fill: C more than it needs, so that enough
         # remain once the vector leg's rows (C at most) are taken out.
         fill = config.reserve + config.candidates if config.reserve > 0 else 0
@@ -119,12 +119,8 @@ class Retriever:
         self, fused: list[Fused], query_vector: np.ndarray, config: RetrievalConfig, heads: dict[str, RowHead],
         lexical_hits: list[Hit],
     ) -> tuple[list[str], str]:
-        lexical = {h.row_id: h.score for h in lexical_hits}
-        pool = Pool(
-            [f.row_id for f in fused], np.array([f.score for f in fused], dtype=np.float64),
-            [heads[f.row_id].thread for f in fused], [heads[f.row_id].ingest_position for f in fused],
-            np.array([lexical.get(f.row_id, 0.0) for f in fused]),
-        )
+        pool = Pool.from_fused(fused, lambda rid: heads[rid].thread, lambda rid: heads[rid].ingest_position,
+                               {h.row_id: h.score for h in lexical_hits})
         return select(pool, query_vector, self._vectors_for, config)
 
     def _vectors_for(self, row_ids) -> np.ndarray:

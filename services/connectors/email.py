@@ -66,17 +66,14 @@ class EmailReport(ConnectorReport):
     undated: int = 0  # documents ingested with date=None (no or unparseable Date header)
     warnings: list[str] = field(default_factory=list)  # "<path>[#n]: Field: problem"
 
-    def note(self, label: str, parsed: ParsedEmail) -> None:
-        self.undated += parsed.undated
-        self.warnings += [f"{label}: {w}" for w in parsed.warnings]
-
     def route(self, label: str, parsed: ParsedEmail | DeadLetter, docs: list, letters: list) -> None:
         """One parsed message to its place: a dead letter, or a document noted in this report."""
         if isinstance(parsed, DeadLetter):
             letters.append(parsed)
-        else:
-            docs.append(parsed.document)
-            self.note(label, parsed)
+            return
+        docs.append(parsed.document)
+        self.undated += parsed.undated
+        self.warnings += [f"{label}: {w}" for w in parsed.warnings]
 
 
 def _decode_bytes(data: bytes, charset: str | None) -> tuple[str, str | None]:

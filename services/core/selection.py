@@ -7,11 +7,12 @@ list (selected rows first), so the recency reserve can follow any of them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from services.core.fusion import Fused
 from services.core.pursuit import pursuit_select
 
 VectorsFor = Callable[[Sequence[str]], np.ndarray]  # row ids -> (n, d) embeddings, aligned
@@ -29,6 +30,15 @@ class Pool:
     # The lexical leg's BM25 score of each row, 0 where that leg did not return it (optional;
     # the "lexical" thread order of the coverage selector needs it).
     lexical: np.ndarray | None = None
+
+    @classmethod
+    def from_fused(cls, fused: Sequence[Fused], thread_of: Callable[[str], str | None],
+                   position_of: Callable[[str], int], lexical: Mapping[str, float]) -> "Pool":
+        """The pool of a fused list, given each row's thread and ingest position and the lexical
+        leg's scores (the read path and the harness's replay build it the same way)."""
+        ids = [f.row_id for f in fused]
+        return cls(ids, np.array([f.score for f in fused], dtype=np.float64), [thread_of(r) for r in ids],
+                   [position_of(r) for r in ids], np.array([lexical.get(r, 0.0) for r in ids]))
 
     def __post_init__(self):
         n = len(self.ids)

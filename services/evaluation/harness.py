@@ -50,12 +50,8 @@ def replay_question(q: QuestionCandidates, index: _GroupIndex, config: Retrieval
     legs = {leg: [rid for rid, _ in hits[: config.candidates] if rid in index.at] for leg, hits in q.legs.items()}
     rows = index.rows
     fused = weighted_rrf(legs, config.weights, config.gamma, {rid: rows.recency[index.at[rid]][1] for ids in legs.values() for rid in ids})
-    lexical = dict(q.legs.get("lex", [])[: config.candidates])
-    pool = Pool(
-        [f.row_id for f in fused], np.array([f.score for f in fused]),
-        [rows.threads[index.at[f.row_id]] for f in fused], [rows.recency[index.at[f.row_id]][1] for f in fused],
-        np.array([lexical.get(f.row_id, 0.0) for f in fused]),
-    )
+    pool = Pool.from_fused(fused, lambda rid: rows.threads[index.at[rid]], lambda rid: rows.recency[index.at[rid]][1],
+                           dict(q.legs.get("lex", [])[: config.candidates]))
     run = config.with_overrides(k=k)
     ordered, reason = select(pool, q.query, index.vectors_for, run)
     if run.reserve <= 0:

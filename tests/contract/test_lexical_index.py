@@ -486,7 +486,7 @@ def test_tantivy_reloads_only_when_a_commit_happened(location: Path, monkeypatch
         assert ids(reader.search_text(["budget"], ACME, 10, conjunctive=True)) == ["a"]
         reloads: list[int] = []
         real = reader._reload
-        monkeypatch.setattr(reader, "_reload", lambda index: (reloads.append(1), real(index)))
+        monkeypatch.setattr(reader, "_reload", lambda index, stamp=None: (reloads.append(1), real(index, stamp)))
         meta = location / "meta.json"
         long_ago = meta.stat().st_mtime - 3600
         os.utime(meta, (long_ago, long_ago))  # settled: past the two-second window

@@ -12,8 +12,8 @@ import math
 import os
 import threading
 import time
-from itertools import combinations
 from collections.abc import Callable, Iterator, Sequence
+from itertools import combinations
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -321,11 +321,13 @@ class TantivyLexicalIndex:
         # coarse modification times.
         stamp = self._meta_stamp()
         if stamp is None or stamp != self._loaded or time.time() - stamp[1] / 1e9 < 2.0:
-            self._reload(index)
+            self._reload(index, stamp)
         return index.searcher()
 
-    def _reload(self, index: tantivy.Index) -> None:
-        stamp = self._meta_stamp()  # read before the reload: a commit in between reloads again
+    def _reload(self, index: tantivy.Index, stamp: tuple | None = None) -> None:
+        # The stamp is read before the reload: a commit in between only makes the next search
+        # reload again.
+        stamp = stamp or self._meta_stamp()
         index.reload()
         self._loaded = stamp
 

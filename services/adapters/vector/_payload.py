@@ -52,9 +52,10 @@ def point_id(row_id: str) -> str:
 
 
 # orgmem's own row ids are a letter and 23 hex digits (core.write_rules): 25 hex digits once the
-# letter is written as its code, which fit in a UUID's 32. A point id that carries its row id lets a search name its rows without reading payload,
-# about a third of a search's time at 100k rows. The UUID version digit (hex digit 12) is 0 in a
-# carrying id and always 5 in a name-based one, so the two kinds can never be taken for each other.
+# letter is written as its code, which fit in a UUID's 32. A point id that carries its row id
+# lets a search name its rows without reading payload, about a third of a search's time at 100k
+# rows. The UUID version digit (hex digit 12) is 0 in a carrying id and always 5 in a name-based
+# one, so the two kinds can never be taken for each other.
 _CARRIED = re.compile(r"[a-z][0-9a-f]{23}")
 
 
