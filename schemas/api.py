@@ -61,9 +61,9 @@ class QueryResponse(BaseModel):
     matched: int
     leg_sizes: dict[str, int]
     timings_ms: dict[str, float] = Field(description=(
-        "wall time of each read-path stage in ms; the query embedding runs beside the lexical legs, "
-        "so 'embed' overlaps 'lexical' and 'rows_lexical' (the ranking fields of the lexical hits), and "
-        "'embed_wait' is the time it added after them; 'rows' reads the whole rows returned"))
+        "wall time of each read-path stage in ms; the lexical legs run beside the query embedding, "
+        "so 'lexical' and 'rows_lexical' (the ranking fields of the lexical hits) overlap 'embed', and "
+        "'lexical_wait' is the time they added after it; 'rows' reads the whole rows returned"))
     applied_position: int
 
 

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 
@@ -192,8 +192,7 @@ def checked_limit(limit: int) -> int:
 TIE_MARGIN = 8
 
 
-@dataclass(frozen=True)
-class Scored:
+class Scored(NamedTuple):  # a tuple, not a dataclass: built for every hit of every search
     row_id: str
     score: float
     ingest_position: int

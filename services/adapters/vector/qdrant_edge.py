@@ -52,6 +52,7 @@ from services.adapters.vector._payload import (
     TIE_MARGIN,
     Condition,
     InvalidVectors,
+    Scored,
     carried_row_id,
     carrying_point_id,
     checked_batch,
@@ -269,29 +270,33 @@ class QdrantEdgeVectorIndex:
                         params=_EXACT if exact else _SEARCH_PARAMS,
                     )
                 )
-                payloads = self._hit_payloads(shard, points)
-            ranked = rank(
-                scored(payloads[p.id].get("row_id"), p.score, payloads[p.id].get("ingest_position"))
-                for p in points
-            )
+                ranked = rank(self._scored(shard, points))
             hits = cut(ranked, limit, fetch)
             if hits is not None:
                 return hits
             fetch *= 4
 
-    def _hit_payloads(self, shard: EdgeShard, points: list) -> dict[object, dict]:
-        """Row id and ingest position per hit. A carrying id names its row; the payload is read
-        only for a point that does not carry its row id or whose score ties another's (the
-        tie rule orders by ingest position)."""
+    def _scored(self, shard: EdgeShard, points: list) -> list[Scored]:
+        """Row id, score and ingest position per hit. A carrying id names its row; the payload
+        is read only for a point that does not carry its row id or whose score ties another's
+        (the tie rule orders by ingest position).
+
+        Each point's `id` is read once: the driver builds a new uuid.UUID on every access, and
+        reading it five times per hit had cost more than the graph search itself."""
+        scores = [p.score for p in points]
         if not self._carrying:
-            return {p.id: p.payload or {} for p in points}
-        found = {p.id: {"row_id": carried_row_id(p.id)} for p in points}
-        scores = Counter(p.score for p in points)
-        wanted = [str(p.id) for p in points if found[p.id]["row_id"] is None or scores[p.score] > 1]
+            payloads = [p.payload or {} for p in points]
+            return [scored(pl.get("row_id"), s, pl.get("ingest_position")) for pl, s in zip(payloads, scores)]
+        ids = [p.id for p in points]
+        row_ids: list[str | None] = [carried_row_id(pid) for pid in ids]
+        positions: list[object] = [None] * len(ids)
+        counts = Counter(scores)
+        wanted = {str(pid): i for i, pid in enumerate(ids) if row_ids[i] is None or counts[scores[i]] > 1}
         if wanted:
-            for record in shard.retrieve(wanted, with_payload=HIT_FIELDS, with_vector=False):
-                found[record.id] = record.payload or {}
-        return found
+            for record in shard.retrieve(list(wanted), with_payload=HIT_FIELDS, with_vector=False):
+                i, payload = wanted[str(record.id)], record.payload or {}
+                row_ids[i], positions[i] = payload.get("row_id"), payload.get("ingest_position")
+        return [scored(rid, s, pos) for rid, s, pos in zip(row_ids, scores, positions)]
 
     def vectors(self, row_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored (unit-norm) vectors by row id; ids not indexed are absent."""
