@@ -7,6 +7,7 @@ list (selected rows first), so the recency reserve can follow any of them.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -97,16 +98,22 @@ def thread_priority(pool: Pool, lexical_rows: int, gamma: float = 3.0) -> dict:
     """Threads ordered by two votes, fused like RRF (`1/(gamma + rank)` each): the thread's best
     fused row, and the sum of the BM25 scores of its rows among the `lexical_rows` best lexical
     hits. The sum sees a session whose turns each match a few of the query's words, where no
-    single turn ranks high (LoCoMo's multi-session questions)."""
+    single turn ranks high (LoCoMo's multi-session questions).
+
+    Only threads with at least two rows in the pool get the second vote. A thread of one row has
+    no session to find: its "sum" is that row's own BM25 score, and voting on it would only
+    re-weight the fusion towards BM25 (a mailbox whose messages are each their own thread lost
+    a question of 28 to that on Enron)."""
     threads = _thread_keys(pool)
     votes: dict = {}
     for rank, thread in enumerate(dict.fromkeys(threads)):  # the pool is in fused order
         votes[thread] = 1.0 / (gamma + rank)
     if pool.lexical is not None:
         lexical = np.asarray(pool.lexical, dtype=np.float64)
+        sizes = Counter(threads)
         sums: dict = {}
         for i in np.argsort(-lexical, kind="stable")[:lexical_rows]:
-            if lexical[i] > 0:
+            if lexical[i] > 0 and sizes[threads[i]] > 1:
                 sums[threads[i]] = sums.get(threads[i], 0.0) + lexical[i]
         for rank, thread in enumerate(sorted(sums, key=lambda t: -sums[t])):
             votes[thread] += 1.0 / (gamma + rank)

@@ -70,17 +70,30 @@ def test_thread_priority_adds_a_vote_for_the_summed_lexical_score():
     pool = Pool(pool.ids + ["c2"], np.append(pool.scores, 0.1), pool.threads + ["C"], pool.positions + [29],
                 np.append(pool.lexical, 1.5))
     votes = thread_priority(pool, lexical_rows=10, gamma=1.0)
-    # Fused order of threads: A, B, C, x. Lexical sums: A 4.0, C 3.0, B 2.5.
+    # Fused order of threads: A, B, C, x. Lexical sums: A 4.0, C 3.0; B has one row in the
+    # pool, so its 2.5 is that row's own score and casts no vote.
     assert votes["A"] == pytest.approx(1 / 1 + 1 / 1)
     assert votes["C"] == pytest.approx(1 / 3 + 1 / 2)
-    assert votes["B"] == pytest.approx(1 / 2 + 1 / 3)
+    assert votes["B"] == pytest.approx(1 / 2)
     assert votes[("row", 5)] == pytest.approx(1 / 4)  # unthreaded, no lexical score
     # Only the best `lexical_rows` lexical hits count: with 2 (a1 and b1), C gets no lexical vote.
     assert thread_priority(pool, lexical_rows=2, gamma=1.0)["C"] == pytest.approx(1 / 3)
 
 
+def test_threads_of_one_row_keep_the_fused_order():
+    # Every row its own thread (a mailbox without threading): the lexical scores must not
+    # reorder the threads, or the coverage slots would simply favour BM25 over the fusion.
+    pool = with_lexical(pool_of([(f"m{i}", 1.0 - i / 10, f"T{i}", i) for i in range(6)]),
+                        [0.0, 0.0, 0.0, 0.0, 9.0, 8.0])
+    votes = thread_priority(pool, lexical_rows=50)
+    assert sorted(votes, key=lambda t: -votes[t]) == [f"T{i}" for i in range(6)]
+    assert coverage_order(pool, 6, 0.0, 2, threads_by="lexical") == coverage_order(pool, 6, 0.0, 2)
+
+
 def test_coverage_with_lexical_threads_fills_the_slot_from_the_first_voted_thread():
     pool = with_lexical(POOL, [0.0, 0.0, 0.0, 0.0, 5.0, 0.0])  # only C matches lexically
+    pool = Pool(pool.ids + ["c2"], np.append(pool.scores, 0.1), pool.threads + ["C"], pool.positions + [29],
+                np.append(pool.lexical, 1.0))  # a second row of C: a session, not a lone row
     order = coverage_order(pool, 4, 0.0, every=2, threads_by="lexical", lexical_rows=50)
     # Slot 1 goes to C (votes: C 1/5 + 1/3 > B 1/4 with gamma 3), slot 3 to B.
     assert order[:4] == ["a1", "c1", "a2", "b1"]
