@@ -109,7 +109,7 @@ def build_memory(settings: Settings) -> tuple[Memory, DataFolderLock | None]:
             open_event_log(settings),
             SqliteRowStore(data / "projections" / "rows.sqlite"),
             TantivyLexicalIndex(data / "projections" / "lexical"),
-            QdrantEdgeVectorIndex(data / "projections" / "vectors", embedder.dim),
+            QdrantEdgeVectorIndex(data / "projections" / "vectors", embedder.dim, settings.vector_search_ef),
             embedder,
             retrieval_config(settings),
             query_embedder=embedder_for(settings.embedder, "query"),
@@ -177,7 +177,7 @@ def build_cluster_memory(settings: Settings, role: str = "reader") -> tuple[Memo
 
         embedder = embedder_for(settings.embedder)
         vectors = QdrantServerVectorIndex(QdrantClient(url=cluster.qdrant_url, timeout=30), cluster.qdrant_collection,
-                                          embedder.dim)
+                                          embedder.dim, search_ef=settings.vector_search_ef)
         opened.append(vectors)
         return assemble_cluster_memory(settings, event_log, rows, lexical, vectors, role), NoLock()
     except BaseException:

@@ -111,6 +111,10 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     indexer_batch: int = 256
     indexer_poll_s: float = 0.2
+    # How many candidates the vector graph search keeps (HNSW ef); None: the engine's default (100).
+    # Wider finds more of the exact nearest rows at some cost: at 100k rows 0.933 of the exact
+    # top 50 at the default, 0.955 at 128, 0.977 at 200, for +0.25 and +0.8 ms (README).
+    vector_search_ef: int | None = None
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)

@@ -279,6 +279,37 @@ def test_edge_optimize_keeps_answers(tmp_path: Path) -> None:
         index.close()
 
 
+def test_search_ef_reaches_the_graph_search(tmp_path: Path, monkeypatch) -> None:
+    for bad in (0, -5, 2.5, True, "64"):
+        with pytest.raises(OrgmemError, match="vector_search_ef"):
+            QdrantEdgeVectorIndex(tmp_path / "bad", DIM, search_ef=bad)
+        with pytest.raises(OrgmemError, match="vector_search_ef"):
+            QdrantServerVectorIndex(QdrantClient(path=str(tmp_path / "local")), "rows", DIM, search_ef=bad)
+    rng = np.random.default_rng(21)
+    vectors = unit(rng, 30)
+    index = QdrantEdgeVectorIndex(tmp_path / "edge", DIM, search_ef=64)
+    try:
+        index.upsert([make_row(f"r{i}", i) for i in range(30)], vectors)
+        shard = index._live()
+        asked: list = []
+
+        class Spy:
+            def __getattr__(self, name):
+                return getattr(shard, name)
+
+            def query(self, request):
+                asked.append(request.params)
+                return shard.query(request)
+
+        monkeypatch.setattr(index, "_shard", Spy())
+        hits = index.search(vectors[7], EVERYTHING, 5)
+        exact = index.search(vectors[7], EVERYTHING, 5, exact=True)
+        assert [p.hnsw_ef for p in asked] == [64, None] and asked[1].exact
+        assert hits == exact and hits[0].row_id == "r7"
+    finally:
+        index.close()
+
+
 # --- orgmem-shaped row ids ----------------------------------------------------------------------
 
 

@@ -181,6 +181,17 @@ def checked_query(vector: np.ndarray, dim: int) -> list[float]:
     return query.tolist()
 
 
+def checked_search_ef(ef: int | None) -> int | None:
+    """The graph search's breadth (HNSW ef), None for the engine's default. Measured on 100k rows
+    (bench store, int8 queries, recall@50 against exact search / vector leg p50): default (100)
+    0.933 / 2.5 ms, 128 0.955 / 2.75 ms, 160 0.969 / 3.0 ms, 200 0.977 / 3.3 ms."""
+    if ef is None:
+        return None
+    if not isinstance(ef, int) or isinstance(ef, bool) or ef < 1:
+        raise OrgmemError(f"vector_search_ef: expected a positive integer or nothing, got {ef!r}")
+    return ef
+
+
 def checked_limit(limit: int) -> int:
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
         raise OrgmemError(f"limit: expected a non-negative integer, got {limit!r}")

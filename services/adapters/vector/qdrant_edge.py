@@ -58,6 +58,7 @@ from services.adapters.vector._payload import (
     checked_batch,
     checked_limit,
     checked_query,
+    checked_search_ef,
     cut,
     point_id,
     rank,
@@ -81,16 +82,19 @@ CARRYING_MARKER = "orgmem-point-ids"
 # ACORN explores the graph through neighbours' neighbours when the filter rejects most of them.
 # Without it, scope filters (tenant + acl + state) cut HNSW recall@50 to 0.12 at 100k rows
 # (bench/vector_index_speed.py); with it, a 20k-row probe measured 1.0 against exact search.
-_SEARCH_PARAMS = SearchParams(acorn=AcornSearchParams(enable=True))
 _EXACT = SearchParams(exact=True)
 
 
 class QdrantEdgeVectorIndex:
-    def __init__(self, path: Path, dim: int):
+    """search_ef: how many candidates the graph search keeps (HNSW ef); None leaves the engine's
+    default (the build's ef_construct, 100). See `checked_search_ef` for what it buys."""
+
+    def __init__(self, path: Path, dim: int, search_ef: int | None = None):
         if dim <= 0:
             raise OrgmemError(f"dim: expected a positive vector size, got {dim}")
         self.path = Path(path)
         self.dim = dim
+        self._search_params = SearchParams(acorn=AcornSearchParams(enable=True), hnsw_ef=checked_search_ef(search_ef))
         self._lock = threading.Lock()  # writes and open/close/reset never interleave
         self._carrying = False
         self._shard: EdgeShard | None = self._open()
@@ -168,7 +172,7 @@ class QdrantEdgeVectorIndex:
         staging, retired = self._beside("carrying"), self._beside("retired")
         shutil.rmtree(staging, ignore_errors=True)
         log.info("vector index at %s: copying its points to row-carrying point ids", self.path)
-        target = QdrantEdgeVectorIndex(staging, self.dim)
+        target = QdrantEdgeVectorIndex(staging, self.dim, self._search_params.hnsw_ef)
         try:
             shard, offset = self._live(), None
             with self._driver("copy to carrying point ids"):
@@ -267,7 +271,7 @@ class QdrantEdgeVectorIndex:
                         query=Query.Nearest(query),
                         filter=qfilter,
                         with_payload=False if self._carrying else HIT_FIELDS,
-                        params=_EXACT if exact else _SEARCH_PARAMS,
+                        params=_EXACT if exact else self._search_params,
                     )
                 )
                 ranked = rank(self._scored(shard, points))

@@ -29,6 +29,7 @@ from services.adapters.vector._payload import (
     checked_batch,
     checked_limit,
     checked_query,
+    checked_search_ef,
     cut,
     point_id,
     rank,
@@ -44,15 +45,11 @@ COMPONENT = "vector index"
 UPSERT_BATCH = 256
 
 
-# ACORN keeps filtered HNSW recall up when the scope filter rejects most graph neighbours
-# (see the Edge adapter for the measurement); local mode searches exactly and ignores it.
-_SEARCH_PARAMS = qm.SearchParams(acorn=qm.AcornSearchParams(enable=True))
-
-
 class QdrantServerVectorIndex:
-    """`client` is owned from here on: `close()` closes it."""
+    """`client` is owned from here on: `close()` closes it. search_ef: as for the Edge adapter."""
 
-    def __init__(self, client: QdrantClient, collection: str, dim: int, batch_size: int = UPSERT_BATCH):
+    def __init__(self, client: QdrantClient, collection: str, dim: int, batch_size: int = UPSERT_BATCH,
+                 search_ef: int | None = None):
         if dim <= 0:
             raise OrgmemError(f"dim: expected a positive vector size, got {dim}")
         if not collection:
@@ -63,8 +60,11 @@ class QdrantServerVectorIndex:
         self.batch_size = max(1, batch_size)
         options = getattr(client, "init_options", {}) or {}
         local = options.get("path") is not None or options.get("location") == ":memory:"
-        # Local mode searches exactly and warns on every call that search params do nothing.
-        self._search_params = None if local else _SEARCH_PARAMS
+        # ACORN keeps filtered HNSW recall up when the scope filter rejects most graph neighbours
+        # (see the Edge adapter for the measurement). Local mode searches exactly and warns on
+        # every call that search params do nothing.
+        ef = checked_search_ef(search_ef)
+        self._search_params = None if local else qm.SearchParams(acorn=qm.AcornSearchParams(enable=True), hnsw_ef=ef)
         self._ensure_collection()
 
     # --- lifecycle -------------------------------------------------------------------------
