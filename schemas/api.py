@@ -26,7 +26,12 @@ class QueryRequest(BaseModel):
     q: str = Field(min_length=1, max_length=4096)
     as_of: datetime | None = Field(default=None, description="Bound on event time; undated rows fail it.")
     known_at: datetime | None = Field(default=None, description="Bound on ingest (transaction) time.")
-    k: int | None = Field(default=None, ge=1)
+    k: int | None = Field(default=None, ge=1, description=(
+        "Rows returned: the first k - reserve in the selector's order, then the recency reserve."))
+    reserve: int | None = Field(default=None, ge=0, description=(
+        "Slots of the k kept for the most recently dated matched rows (Mem++'s recency reserve; 3 "
+        "unless the preset says otherwise). With k at or below it, every row comes from the reserve; "
+        "0 returns k rows in the selector's order."))
     candidates: int | None = Field(default=None, ge=1, description="C: rows per leg.")
     selector: Literal["rrf", "pursuit", "coverage"] | None = None
     conjunctive: bool | None = None

@@ -101,7 +101,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     memory, lock = build_memory(_settings(args))
     try:
         memory.catch_up()
-        config = memory.config_for(args.preset, k=args.k, selector=args.selector)
+        config = memory.config_for(args.preset, k=args.k, reserve=args.reserve, selector=args.selector)
         scope = memory.scope_for(Caller(), as_of=args.as_of, known_at=args.known_at)
         result = memory.query(args.text, scope, config)
         if args.json:
@@ -207,6 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--as-of", type=_parse_time)
     p.add_argument("--known-at", type=_parse_time)
     p.add_argument("--k", type=int)
+    p.add_argument("--reserve", type=int, help="of the k rows, how many go to the most recent matches (default 3)")
     p.add_argument("--selector", choices=["rrf", "pursuit", "coverage"])
     p.add_argument("--preset")
     p.add_argument("--json", action="store_true")

@@ -117,6 +117,8 @@ def check_query_limits(body: QueryRequest, limits) -> None:
     problems_ = [p for p in (_date_problem("as_of", body.as_of), _date_problem("known_at", body.known_at)) if p]
     if (body.k or 0) > limits.max_k:
         problems_.append(f"k: at most {limits.max_k}")
+    if (body.reserve or 0) > limits.max_k:
+        problems_.append(f"reserve: at most {limits.max_k}")
     if (body.candidates or 0) > limits.max_candidates:
         problems_.append(f"candidates: at most {limits.max_candidates}")
     for name in ("kinds", "authors", "threads"):
@@ -220,8 +222,8 @@ def create_app(settings: Settings, memory: Memory, on_close=None) -> FastAPI:
             # No amount of waiting reaches a position nobody has written: a client error, not a 503.
             raise ApiProblem(422, "Invalid request", f"after: position {body.after} is past the log head {head}",
                              "invalid-request")
-        config = s.memory.config_for(body.preset, k=body.k, candidates=body.candidates, selector=body.selector,
-                                     conjunctive=body.conjunctive, weights=body.weights)
+        config = s.memory.config_for(body.preset, k=body.k, reserve=body.reserve, candidates=body.candidates,
+                                     selector=body.selector, conjunctive=body.conjunctive, weights=body.weights)
         scope = s.memory.scope_for(caller, as_of=body.as_of, known_at=body.known_at, kinds=body.kinds,
                                    authors=body.authors, threads=body.threads)
         result = await run_in_threadpool(s.memory.query, body.q, scope, config, body.after,

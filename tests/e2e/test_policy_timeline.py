@@ -81,6 +81,25 @@ def test_evidence_header_and_leg_ranks(live_server):
     assert result["evidence"].startswith(f"[1] 2025-03-10 · {POLICY[0][1]} · email")
 
 
+def test_reserve_per_request(live_server):
+    docs = [{"text": text, "author": author, "date": date, "kind": "email"} for date, author, text in POLICY]
+    docs += [{"text": f"Remote work tip {i}: a quiet room helps.", "author": "ops@corp.example",
+              "date": f"2025-1{i}-01", "kind": "email"} for i in range(3)]
+    ingest = post(live_server, "/v1/documents", {"documents": docs})
+    body = {"q": "remote work policy", "after": ingest["position"], "k": 3}
+    # The paper's default: with k at the reserve (3), every slot goes to the latest-dated matches.
+    default = post(live_server, "/v1/query", body)
+    assert [r["reason"] for r in default["rows"]] == ["reserve"] * 3
+    assert [r["date"][:10] for r in default["rows"]] == ["2025-12-01", "2025-11-01", "2025-10-01"]
+    ranked = post(live_server, "/v1/query", {**body, "reserve": 0})
+    assert [r["reason"] for r in ranked["rows"]] == ["fused"] * 3
+    assert ranked["rows"][0]["row_id"] in ingest["row_ids"][:3]
+    mixed = post(live_server, "/v1/query", {**body, "k": 4, "reserve": 1})
+    assert [r["reason"] for r in mixed["rows"]] == ["fused"] * 3 + ["reserve"]
+    too_many = live_server.client.post("/v1/query", json={**body, "reserve": 100000})
+    assert too_many.status_code == 422 and "reserve" in too_many.json()["detail"]
+
+
 def test_row_and_thread_views_and_duplicates(live_server):
     docs = [{"text": text, "author": author, "date": date, "thread": "remote-work"} for date, author, text in POLICY]
     first = post(live_server, "/v1/documents", {"documents": docs})

@@ -30,6 +30,12 @@ def test_jsonl_ingest_reports_bad_lines_and_keeps_the_rest(tmp_path, capsys):
     assert main(["query", "--data", str(data), "expense limit per trip", "--as-of", "2025-06-01", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["text"] for r in rows] == ["Expense limit set to 900 euros per trip."]
+    # k = 1 at the default reserve (3) returns the latest-dated match; with no reserve, the best.
+    assert main(["query", "--data", str(data), "expense limit 900 euros", "--k", "1", "--json"]) == 0
+    assert [r["reason"] for r in json.loads(capsys.readouterr().out)] == ["reserve"]
+    assert main(["query", "--data", str(data), "expense limit 900 euros", "--k", "1", "--reserve", "0", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["reason"], r["text"]) for r in rows] == [("fused", "Expense limit set to 900 euros per trip.")]
 
     assert main(["rebuild", "--data", str(data)]) == 0
     capsys.readouterr()
