@@ -388,12 +388,8 @@ def test_edge_search_reads_payload_only_for_ties_and_foreign_ids(tmp_path: Path,
 
 def test_edge_shard_with_name_based_ids_still_answers(tmp_path: Path) -> None:
     """A shard made before point ids carried row ids (no marker) keeps its ids until a reset."""
-    rng = np.random.default_rng(15)
-    vectors = unit(rng, 8)
-    rows = [make_row(orgmem_id(f"n{i}"), i) for i in range(8)]
-    legacy = _legacy_shard(tmp_path / "edge")
+    legacy, rows, vectors = _legacy_shard_holding(tmp_path / "edge", 8, seed=15)
     try:
-        legacy.upsert(rows, vectors)
         legacy.update_state([rows[2].model_copy(update={"state": "archived"})])
         assert [h.row_id for h in legacy.search(vectors[5], EVERYTHING, 1)] == [rows[5].row_id]
         assert rows[2].row_id not in {h.row_id for h in legacy.search(vectors[2], EVERYTHING, 8)}
@@ -413,6 +409,15 @@ def _legacy_shard(path: Path) -> QdrantEdgeVectorIndex:
     QdrantEdgeVectorIndex(path, DIM).close()
     (path / CARRYING_MARKER).unlink()
     return QdrantEdgeVectorIndex(path, DIM)
+
+
+def _legacy_shard_holding(path: Path, n: int, seed: int) -> tuple[QdrantEdgeVectorIndex, list[Row], np.ndarray]:
+    """A legacy shard holding n orgmem-shaped rows with random unit vectors."""
+    vectors = unit(np.random.default_rng(seed), n)
+    rows = [make_row(orgmem_id(f"n{i}"), i) for i in range(n)]
+    shard = _legacy_shard(path)
+    shard.upsert(rows, vectors)
+    return shard, rows, vectors
 
 
 def test_edge_optimize_copies_a_name_based_shard_to_carrying_ids(tmp_path: Path) -> None:
@@ -444,11 +449,7 @@ def test_edge_optimize_copies_a_name_based_shard_to_carrying_ids(tmp_path: Path)
 
 
 def test_edge_open_finishes_or_undoes_an_interrupted_swap(tmp_path: Path) -> None:
-    rng = np.random.default_rng(17)
-    vectors = unit(rng, 4)
-    rows = [make_row(orgmem_id(f"n{i}"), i) for i in range(4)]
-    index = _legacy_shard(tmp_path / "edge")
-    index.upsert(rows, vectors)
+    index, rows, vectors = _legacy_shard_holding(tmp_path / "edge", 4, seed=17)
     index.close()
     # Stopped between the two renames: the old shard comes back under its name.
     (tmp_path / "edge").rename(tmp_path / "edge.retired")
