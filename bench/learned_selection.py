@@ -149,8 +149,9 @@ class Prepared:
         x, y, s, z = [], [], [], []
         for q, pool, rows, sessions, session_rows, gold_threads in self.items:
             if q.group in groups:
+                gold = set(q.gold)
                 x.append(rows)
-                y.append([r in set(q.gold) for r in pool.ids])
+                y.append([r in gold for r in pool.ids])
                 s.append(session_rows)
                 z.append([t in gold_threads for t in sessions])
         return np.vstack(x), np.concatenate(y).astype(float), np.vstack(s), np.concatenate(z).astype(float)
@@ -162,7 +163,8 @@ class Prepared:
             if groups is None or q.group in groups:
                 p_row = 1 / (1 + np.exp(-rows @ w_row))
                 p_session = 1 / (1 + np.exp(-session_rows @ w_session))
-                order = expected_coverage_order(pool, p_row, sessions, p_session, session_rows[:, -1] > 0, gain, max(ks))
+                multi_row = session_rows[:, -1] > 0  # the last session feature
+                order = expected_coverage_order(pool, p_row, sessions, p_session, multi_row, gain, max(ks))
                 scores.add(q.category, score_question(order, q.gold, ks, threads[q.group]))
         return scores
 
