@@ -32,9 +32,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from services.core import selection  # noqa: E402
-from services.core.fusion import weighted_rrf  # noqa: E402
 from services.evaluation.datasets import load  # noqa: E402
-from services.evaluation.harness import _GroupIndex, evaluate  # noqa: E402
+from services.evaluation.harness import _GroupIndex, evaluate, question_pool  # noqa: E402
 from services.evaluation.metrics import Scores, score_question  # noqa: E402
 from services.evaluation.runner import split_groups  # noqa: E402
 from services.evaluation.store import cached_candidates  # noqa: E402
@@ -43,15 +42,6 @@ from services.evaluation.variants import VARIANTS  # noqa: E402
 WORK = Path(__file__).resolve().parent / "out" / "eval"
 CONFIG = VARIANTS["coverage-sessions"].config  # RRF 1:1, γ 5, C 200: the pool both models see
 RRF = [name for name in VARIANTS if name.startswith("rrf")]
-
-
-def pool_for(q, index):
-    rows = index.rows
-    legs = {leg: [rid for rid, _ in hits[: CONFIG.candidates] if rid in index.at] for leg, hits in q.legs.items()}
-    fused = weighted_rrf(legs, CONFIG.weights, CONFIG.gamma,
-                         {rid: rows.recency[index.at[rid]][1] for ids in legs.values() for rid in ids})
-    return selection.Pool.from_fused(fused, lambda r: rows.threads[index.at[r]],
-                                     lambda r: rows.recency[index.at[r]][1], dict(q.legs.get("lex", [])[: CONFIG.candidates]))
 
 
 def features(q, pool):
@@ -141,7 +131,7 @@ class Prepared:
         self.items = []
         for q in self.candidates.questions:
             index = indexes[q.group]
-            pool = pool_for(q, index)
+            pool = question_pool(q, index, CONFIG)
             gold_threads = {index.rows.threads[index.at[g]] for g in q.gold if g in index.at}
             self.items.append((q, pool, *features(q, pool), gold_threads))
 

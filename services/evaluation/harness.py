@@ -45,13 +45,19 @@ class _GroupIndex:
         return self.rows.vectors[[self.at[r] for r in ids]]
 
 
-def replay_question(q: QuestionCandidates, index: _GroupIndex, config: RetrievalConfig, k: int) -> list[str]:
-    """The first k rows the read path would return for `q` under `config` (reserve included)."""
+def question_pool(q: QuestionCandidates, index: _GroupIndex, config: RetrievalConfig) -> Pool:
+    """The fused pool the read path would hand its selector for `q` under `config`."""
     legs = {leg: [rid for rid, _ in hits[: config.candidates] if rid in index.at] for leg, hits in q.legs.items()}
     rows = index.rows
     fused = weighted_rrf(legs, config.weights, config.gamma, {rid: rows.recency[index.at[rid]][1] for ids in legs.values() for rid in ids})
-    pool = Pool.from_fused(fused, lambda rid: rows.threads[index.at[rid]], lambda rid: rows.recency[index.at[rid]][1],
+    return Pool.from_fused(fused, lambda rid: rows.threads[index.at[rid]], lambda rid: rows.recency[index.at[rid]][1],
                            dict(q.legs.get("lex", [])[: config.candidates]))
+
+
+def replay_question(q: QuestionCandidates, index: _GroupIndex, config: RetrievalConfig, k: int) -> list[str]:
+    """The first k rows the read path would return for `q` under `config` (reserve included)."""
+    pool = question_pool(q, index, config)
+    rows = index.rows
     run = config.with_overrides(k=k)
     ordered, reason = select(pool, q.query, index.vectors_for, run)
     if run.reserve <= 0:
