@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -91,10 +90,10 @@ def test_delete_must_name_a_row(server, judge):
 def test_timeout_fails_after_retries(server):
     judge = OpenAICompatJudge(server.base_url, "m", None, timeout_s=0.3, max_retries=1, backoff_s=0.01)
     server.add(Reply.json({"label": "distinct"}, delay_s=2), Reply.json({"label": "distinct"}, delay_s=2))
-    started = time.monotonic()
+    # Both replies would parse had the client waited for them, so the error itself shows the timeout fired.
     with pytest.raises(JudgeFailed, match="timed out"):
         judge.label_group([A, B])
-    assert len(server.requests) == 2 and time.monotonic() - started < 1.8
+    assert len(server.requests) == 2
     judge.close()
 
 
