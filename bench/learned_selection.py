@@ -31,13 +31,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.retrieval.datasets import load  # noqa: E402
+from bench.retrieval.harness import _GroupIndex, evaluate, question_pool  # noqa: E402
+from bench.retrieval.metrics import Scores, score_question  # noqa: E402
+from bench.retrieval.runner import split_groups  # noqa: E402
+from bench.retrieval.store import cached_candidates  # noqa: E402
+from bench.retrieval.variants import VARIANTS  # noqa: E402
 from services.core import selection  # noqa: E402
-from services.evaluation.datasets import load  # noqa: E402
-from services.evaluation.harness import _GroupIndex, evaluate, question_pool  # noqa: E402
-from services.evaluation.metrics import Scores, score_question  # noqa: E402
-from services.evaluation.runner import split_groups  # noqa: E402
-from services.evaluation.store import cached_candidates  # noqa: E402
-from services.evaluation.variants import VARIANTS  # noqa: E402
 
 WORK = Path(__file__).resolve().parent / "out" / "eval"
 CONFIG = VARIANTS["coverage-sessions"].config  # RRF 1:1, γ 5, C 200: the pool both models see

@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--catch-up-timeout", type=float, default=600.0)
     args = parser.parse_args(argv)
 
-    from services.keys import KeyStore
+    from services.adapters.key_store.sqlite import KeyStore
 
     with tempfile.TemporaryDirectory(prefix="orgmem-load-") as tmp:
         data = Path(tmp) / "data"

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.corpus import documents, queries  # noqa: E402
 from services.bootstrap import build_memory, embedder_for  # noqa: E402
-from services.memory import Caller  # noqa: E402
+from services.core.caller import Caller  # noqa: E402
 from services.settings import Settings  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"

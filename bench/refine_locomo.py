@@ -5,7 +5,7 @@ retrieval quality against the uncompressed store.
                                             [--delete 0.95 --merge 0.9]
 
 Each LoCoMo conversation is one tenant, built once through the write path (the retrieval
-harness's loader, `services.evaluation`) and kept under bench/out/refine-locomo. For each budget
+harness's loader, `bench.retrieval`) and kept under bench/out/refine-locomo. For each budget
 every tenant is refined, the 1,5xx questions of categories 1-4 are asked through `Memory.query`
 (the harness's reference configuration: BM25 + vectors, weights 1:2, C = 200, no reserve,
 k = 10), and then every run is reverted, which must give back the exact active set (checked).
@@ -28,13 +28,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.retrieval.datasets import load  # noqa: E402
+from bench.retrieval.harness import REFERENCE  # noqa: E402
+from bench.retrieval.store import gold_rows, open_store  # noqa: E402
 from services.adapters.judge import RuleJudge  # noqa: E402
+from services.app.maintenance import MaintenanceService, active_set  # noqa: E402
 from services.core.maintenance import Budget  # noqa: E402
 from services.core.scope import Scope  # noqa: E402
-from services.evaluation.datasets import load  # noqa: E402
-from services.evaluation.harness import REFERENCE  # noqa: E402
-from services.evaluation.store import gold_rows, open_store  # noqa: E402
-from services.maintenance import MaintenanceService, active_set  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out" / "refine-locomo"
 K = 10

@@ -8,9 +8,10 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
+from services.app.memory import Memory
 from services.core.retrieval_config import PRESETS
-from services.memory import Memory
-from services.ports import Embedder, OrgmemError
+from services.errors import OrgmemError
+from services.ports import Embedder
 from services.settings import EmbedderSettings, Settings
 
 log = logging.getLogger(__name__)
@@ -24,7 +25,9 @@ def _embedder(settings: EmbedderSettings, role: str) -> Embedder:
         return OnnxEmbedder(settings.model, max_tokens=settings.max_tokens, batch_size=settings.batch_size,
                             threads=settings.threads, cache_dir=settings.cache_dir,
                             precision=settings.query_vectors if role == "query" else "fp32")
-    from services.adapters.embedder.sentence_transformers import SentenceTransformerEmbedder
+    from services.adapters.embedder.sentence_transformers import (
+        SentenceTransformerEmbedder,
+    )
 
     return SentenceTransformerEmbedder(settings.model, max_tokens=settings.max_tokens,
                                        batch_size=settings.batch_size, threads=settings.threads)
@@ -133,7 +136,7 @@ def assemble_cluster_memory(settings: Settings, event_log, rows, lexical, vector
     """Wire a cluster-profile Memory from opened adapters. role "indexer": this process projects
     the log (`orgmem indexer`); role "reader": it never projects (the API, Celery workers) and
     follows the projections' checkpoint instead."""
-    from workers.indexer.group import ProjectionFollower
+    from services.app.projection import ProjectionFollower
 
     if role not in ("reader", "indexer"):
         raise OrgmemError(f"role: expected 'reader' or 'indexer', got {role!r}")

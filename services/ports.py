@@ -15,18 +15,6 @@ from schemas.rows import Row, RowChange
 from services.core.scope import Scope
 
 
-class OrgmemError(Exception):
-    """Base of our own errors; adapters translate driver errors into these at their boundary."""
-
-
-class BackendUnavailable(OrgmemError):
-    """A backing service (log, index, store) cannot be reached."""
-
-    def __init__(self, component: str, detail: str):
-        super().__init__(f"{component} unavailable: {detail}")
-        self.component = component
-
-
 @dataclass(frozen=True)
 class Hit:
     row_id: str
@@ -159,3 +147,15 @@ class Embedder(Protocol):
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-norm float32 embeddings, one row per text."""
+
+
+class EventFeed(Protocol):
+    def poll(self, max_records: int, timeout_s: float) -> list[LoggedEvent]: ...
+
+    def seek(self, position: int) -> None:
+        """Continue with the first event after `position`."""
+
+    def commit(self, position: int) -> None:
+        """Every event up to `position` is applied."""
+
+    def close(self) -> None: ...

@@ -23,7 +23,7 @@ def free_port() -> int:
 def create_key(data_dir: Path, role: str = "admin", tenant: str = "default", principal: str = "test-admin",
                groups: tuple[str, ...] = (), unrestricted: bool | None = None) -> str:
     """A fresh API key in a data folder's key store; the token to send as 'Authorization: Bearer'."""
-    from services.keys import KeyStore
+    from services.adapters.key_store.sqlite import KeyStore
 
     store = KeyStore(Path(data_dir) / "keys.sqlite")
     try:

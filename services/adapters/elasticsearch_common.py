@@ -18,7 +18,7 @@ from schemas.rows import Row
 from services.core.scope import Scope, acl_tokens
 from services.core.text import normalise_tag
 from services.core.write_rules import author_scope, content_hash
-from services.ports import BackendUnavailable, OrgmemError
+from services.errors import BackendUnavailable, OrgmemError
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 

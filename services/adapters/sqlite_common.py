@@ -19,7 +19,7 @@ def connect(path: Path) -> sqlite3.Connection:
 
 def open_with_schema(path: Path, schema: str, component: str) -> sqlite3.Connection:
     """A connection with the tables of `schema` created; driver errors become BackendUnavailable."""
-    from services.ports import BackendUnavailable
+    from services.errors import BackendUnavailable
 
     try:
         conn = connect(Path(path))

@@ -17,17 +17,32 @@ from fastapi.middleware.cors import CORSMiddleware
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from schemas.api import (
-    IngestRequest, IngestResponse, QueryHit, QueryRequest, QueryResponse, RowResponse, StatsResponse, ThreadResponse,
+    IngestRequest,
+    IngestResponse,
+    QueryHit,
+    QueryRequest,
+    QueryResponse,
+    RowResponse,
+    StatsResponse,
+    ThreadResponse,
 )
+from services.adapters.key_store.sqlite import KeyStore
 from services.api import problems
-from services.api.auth import ApiProblem, Authenticator, CurrentCaller, admin_router, require_role
+from services.api.auth import (
+    ApiProblem,
+    Authenticator,
+    CurrentCaller,
+    admin_router,
+    require_role,
+)
 from services.api.metrics import Metrics
+from services.app.audit import record_admin_action
+from services.app.indexer import IndexerThread
+from services.app.memory import Memory
+from services.core.caller import Caller
 from services.core.evidence import render_evidence
-from services.keys import KeyStore, record_admin_action
-from services.memory import Caller, Memory
-from services.ports import OrgmemError
+from services.errors import OrgmemError
 from services.settings import Settings
-from workers.indexer.loop import IndexerThread
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +65,7 @@ Writer = Annotated[Caller, Depends(require_role("writer"))]
 Admin = Annotated[Caller, Depends(require_role("admin"))]
 
 # Modules that define an APIRouter named `router`, mounted as they are.
-ROUTERS = ["services.api.connectors", "services.api.admin"]
+ROUTERS = ["services.api.routes.connectors", "services.api.routes.maintenance"]
 
 
 class BodyLimit:

@@ -17,10 +17,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from services.adapters.key_store.sqlite import KeyRequestError, KeyStore, check_name
 from services.api.ratelimit import RateLimiter, storage_url
-from services.keys import KeyRequestError, KeyStore, check_name, record_admin_action
-from services.memory import Caller
-from services.ports import BackendUnavailable, OrgmemError
+from services.app.audit import record_admin_action
+from services.core.caller import Caller
+from services.errors import BackendUnavailable, OrgmemError
 
 ROLE_RANK = {"reader": 0, "writer": 1, "admin": 2}
 _BEARER = HTTPBearer(auto_error=False, description="An orgmem API key (om_...) or an OIDC access token")

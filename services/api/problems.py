@@ -9,8 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from services.memory import NotFound, NotReady
-from services.ports import BackendUnavailable, OrgmemError
+from services.errors import BackendUnavailable, NotFound, NotReady, OrgmemError
 
 log = logging.getLogger(__name__)
 

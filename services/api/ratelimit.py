@@ -11,7 +11,7 @@ from limits import parse_many
 from limits.storage import storage_from_string
 from limits.strategies import SlidingWindowCounterRateLimiter
 
-from services.ports import OrgmemError
+from services.errors import OrgmemError
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from pydantic import ValidationError
 
 from schemas.documents import MAX_TAGS, MAX_TEXT_CHARS, DocumentIn
 from services.connectors.base import ConnectorReport, DeadLetter
-from services.ports import OrgmemError
+from services.errors import OrgmemError
 
 log = logging.getLogger(__name__)
 

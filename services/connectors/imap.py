@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from schemas.documents import DocumentIn
 from services.connectors.base import ConnectorState, DeadLetter, Sink
 from services.connectors.email import EmailReport, parse_item
-from services.ports import BackendUnavailable, OrgmemError
+from services.errors import BackendUnavailable, OrgmemError
 
 log = logging.getLogger(__name__)
 

@@ -31,9 +31,8 @@ from webvtt.errors import MalformedCaptionError, MalformedFileError
 
 from schemas.documents import MAX_TAGS, DocumentIn
 from services.connectors.base import ConnectorReport, ConnectorState, DeadLetter, Sink
-from services.ports import OrgmemError
-
 from services.connectors.files import Paths, run_files
+from services.errors import OrgmemError
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from pydantic import ValidationError
 from schemas.documents import MAX_TAGS, DocumentIn
 from services.connectors.base import ConnectorReport, ConnectorState, DeadLetter, Sink
 from services.connectors.files import Paths, run_files
-from services.ports import OrgmemError
+from services.errors import OrgmemError
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,15 @@ from __future__ import annotations
 import random
 from datetime import date, timedelta
 
-from services.demo.cast import ALL_HANDS, COMPANY, MONTHS, PEOPLE, TEAMS, human_date, members
+from services.demo.cast import (
+    ALL_HANDS,
+    COMPANY,
+    MONTHS,
+    PEOPLE,
+    TEAMS,
+    human_date,
+    members,
+)
 from services.demo.corpus import END, START, Corpus, business_day, work_time
 
 PROJECTS = ("Harbor dashboard", "Tidewatch firmware", "billing migration", "Lighthouse analytics",

@@ -12,8 +12,26 @@ import random
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
-from services.demo.cast import ALL_HANDS, PEOPLE, TEAMS, Person, Topic, human_date, members, sentence
-from services.demo.corpus import END, START, Corpus, Doc, Mail, Ticket, business_day, work_time
+from services.demo.cast import (
+    ALL_HANDS,
+    PEOPLE,
+    TEAMS,
+    Person,
+    Topic,
+    human_date,
+    members,
+    sentence,
+)
+from services.demo.corpus import (
+    END,
+    START,
+    Corpus,
+    Doc,
+    Mail,
+    Ticket,
+    business_day,
+    work_time,
+)
 
 MIN_GAP_DAYS = 45  # between two versions of one policy
 MARGIN_DAYS = 3  # an asked date keeps this far from any version, so day-granular dates are unambiguous

@@ -31,7 +31,13 @@ from schemas.documents import DocumentIn
 from services.core.write_rules import row_id_for
 from services.demo.cast import DOMAIN, TOPICS, Person
 from services.demo.corpus import Corpus, Mail, Meeting, Ticket, doc_ref, local_time
-from services.demo.filler import add_announcements, add_meetings, add_newsletters, add_status_mail, add_tickets
+from services.demo.filler import (
+    add_announcements,
+    add_meetings,
+    add_newsletters,
+    add_status_mail,
+    add_tickets,
+)
 from services.demo.questions import Question, questions_for
 from services.demo.storyline import DecisionThread, plan_thread, render_thread
 

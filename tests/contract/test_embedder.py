@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from services.ports import OrgmemError
+from services.errors import OrgmemError
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +33,9 @@ def onnx_embedder(cache_dir):
 
 
 def test_onnx_vectors_equal_sentence_transformers(onnx_embedder):
-    from services.adapters.embedder.sentence_transformers import SentenceTransformerEmbedder
+    from services.adapters.embedder.sentence_transformers import (
+        SentenceTransformerEmbedder,
+    )
 
     reference = SentenceTransformerEmbedder("all-MiniLM-L6-v2").encode(TEXTS)
     # Batch encoding mixes lengths (padding) and single encoding has none; both must agree.

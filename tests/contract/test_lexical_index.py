@@ -19,7 +19,8 @@ from schemas.rows import Row
 from services.adapters.lexical.tantivy import TantivyLexicalIndex
 from services.core.scope import Scope, admits
 from services.core.text import content_terms, normalise_tag, tag_candidates
-from services.ports import BackendUnavailable, Hit, LexicalIndex, OrgmemError
+from services.errors import BackendUnavailable, OrgmemError
+from services.ports import Hit, LexicalIndex
 
 Opener = Callable[[Path], LexicalIndex]
 

@@ -21,11 +21,17 @@ import pytest
 from qdrant_client import QdrantClient
 
 from schemas.rows import Row
-from services.adapters.vector._payload import InvalidVectors, carried_row_id, carrying_point_id, point_id
+from services.adapters.vector._payload import (
+    InvalidVectors,
+    carried_row_id,
+    carrying_point_id,
+    point_id,
+)
 from services.adapters.vector.qdrant_edge import CARRYING_MARKER, QdrantEdgeVectorIndex
 from services.adapters.vector.qdrant_server import QdrantServerVectorIndex
 from services.core.scope import Scope, admits
-from services.ports import BackendUnavailable, Hit, OrgmemError, VectorIndex
+from services.errors import BackendUnavailable, OrgmemError
+from services.ports import Hit, VectorIndex
 
 DIM = 24
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)

@@ -43,9 +43,9 @@ def bearer(token: str | None) -> dict:
 
 @contextmanager
 def server_with(tmp_path, **auth):
+    from services.api.app import create_app
     from services.bootstrap import build_memory
     from services.settings import Settings
-    from services.api.app import create_app
 
     settings = Settings(data_dir=tmp_path / "data", indexer_poll_s=0.05,
                         auth={"rate_limit": "", "failed_auth_limit": "", **auth})
@@ -68,7 +68,7 @@ def test_every_route_answers_as_documented(live_server, settings):
     assert set(matrix) - routes == set(), "the matrix names routes the API does not have"
 
     revoked = create_key(settings.data_dir, role="admin", principal="gone")
-    from services.keys import KeyStore, key_id_of
+    from services.adapters.key_store.sqlite import KeyStore, key_id_of
 
     store = KeyStore(settings.data_dir / "keys.sqlite")
     store.revoke(key_id_of(revoked), "tests")
@@ -142,7 +142,7 @@ def test_api_keys_created_and_revoked_over_the_api_take_effect_at_once(live_serv
     assert live_server.client.post("/v1/query", headers=headers, json={"q": "anything"}).status_code == 401
 
     from services.bootstrap import open_event_log
-    from services.cli_keys import audit_entries
+    from services.cli.keys import audit_entries
     from services.settings import Settings
 
     event_log = open_event_log(Settings(data_dir=live_server_data(live_server)))
@@ -264,7 +264,7 @@ def test_oidc_tokens_from_a_local_issuer(tmp_path, rsa_keys):
 
 def test_oidc_settings_refuse_weak_configurations(tmp_path):
     from services.api.auth import OidcVerifier
-    from services.ports import OrgmemError
+    from services.errors import OrgmemError
     from services.settings import AuthSettings
 
     with pytest.raises(OrgmemError, match="oidc_audience"):
@@ -335,7 +335,7 @@ def test_cors_is_off_unless_origins_are_listed(live_server, tmp_path):
 
 
 def test_key_store_keeps_only_salted_hashes(tmp_path):
-    from services.keys import KeyStore
+    from services.adapters.key_store.sqlite import KeyStore
 
     store = KeyStore(tmp_path / "keys.sqlite")
     _, first = store.create("default", "p", "reader", "tests")

@@ -28,8 +28,8 @@ import numpy as np
 import pytest
 
 from schemas.documents import DocumentIn
+from services.core.caller import Caller
 from services.core.scope import admits
-from services.memory import Caller
 from tests.conftest import LiveServer, create_key, free_port
 
 pytestmark = pytest.mark.slow

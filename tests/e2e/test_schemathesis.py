@@ -22,8 +22,8 @@ def content_type(response) -> str:
 def test_fuzzed_requests_never_get_a_server_error(live_server, settings):
     import schemathesis
     from hypothesis import HealthCheck, given
-    from hypothesis.errors import Unsatisfiable
     from hypothesis import settings as hypothesis_settings
+    from hypothesis.errors import Unsatisfiable
     from schemathesis import GenerationMode
 
     # An `after` past the log head is refused at once (422); one within it waits at most this long.

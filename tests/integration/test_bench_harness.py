@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import pytest
 
+from bench.retrieval.datasets import SHARED_DATA, Dataset, Group, load
+from bench.retrieval.harness import REFERENCE, _GroupIndex, evaluate, replay_question
+from bench.retrieval.metrics import ALL
+from bench.retrieval.report import write_markdown, write_plot
+from bench.retrieval.store import cached_candidates, open_store
+from bench.retrieval.variants import VARIANTS
 from services.core.scope import Scope
-from services.evaluation.datasets import SHARED_DATA, Dataset, Group, load
-from services.evaluation.harness import REFERENCE, _GroupIndex, evaluate, replay_question
-from services.evaluation.metrics import ALL
-from services.evaluation.report import write_markdown, write_plot
-from services.evaluation.store import cached_candidates, open_store
-from services.evaluation.variants import VARIANTS
 
 LOCOMO = SHARED_DATA / "locomo" / "locomo10.json"
 pytestmark = [

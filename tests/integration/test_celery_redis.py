@@ -64,7 +64,8 @@ def data_dir(tmp_path):
     """A data folder whose log holds DOCUMENTS documents and whose projections are empty."""
     from schemas.documents import DocumentIn
     from services.adapters.event_log.sqlite import SqliteEventLog
-    from services.memory import Caller, append_documents
+    from services.app.memory import append_documents
+    from services.core.caller import Caller
 
     rnd = random.Random(11)
     words = "budget hiring kafka outage roadmap policy remote office vendor contract review launch".split()

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from services.cli import main
+from services.cli.main import main
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +47,7 @@ def test_jsonl_ingest_reports_bad_lines_and_keeps_the_rest(tmp_path, capsys):
 
 def test_a_second_process_cannot_take_the_projections(tmp_path, capsys):
     from services.bootstrap import DataFolderLock
-    from services.ports import OrgmemError
+    from services.errors import OrgmemError
 
     lock = DataFolderLock(tmp_path)
     try:

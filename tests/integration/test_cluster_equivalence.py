@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from schemas.documents import DocumentIn
-from services.memory import Caller
+from services.core.caller import Caller
 
 pytestmark = pytest.mark.slow
 
@@ -49,8 +49,9 @@ def test_cluster_wiring_answers_like_the_embedded_profile(tmp_path, settings, me
     from services.adapters.lexical.tantivy import TantivyLexicalIndex
     from services.adapters.row_store.sqlite import SqliteRowStore
     from services.adapters.vector.qdrant_server import QdrantServerVectorIndex
+    from services.app.indexer import GroupIndexer, LogFeed
+    from services.app.projection import ProjectionFollower
     from services.bootstrap import assemble_cluster_memory
-    from workers.indexer.group import GroupIndexer, LogFeed, ProjectionFollower
 
     docs = documents()
     memory.ingest(docs)

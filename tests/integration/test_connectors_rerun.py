@@ -2,7 +2,7 @@
 and a changed input re-read in full still adds no row for items already stored."""
 
 from services.adapters.event_log.sqlite import SqliteEventLog
-from services.connect import run_connector
+from services.app.connectors import run_connector
 from services.demo.synthetic_org import generate
 
 

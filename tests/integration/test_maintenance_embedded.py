@@ -11,10 +11,10 @@ from pydantic import SecretStr
 from schemas.documents import DocumentIn
 from schemas.events import RowArchived, RowDerived, RowRestored, RowSuperseded
 from services.adapters.judge import OpenAICompatJudge, RuleJudge
+from services.app.maintenance import MaintenanceService, RunConflict, active_set
+from services.core.caller import Caller
 from services.core.maintenance import Budget, row_size_bytes
 from services.core.scope import Scope
-from services.maintenance import MaintenanceService, RunConflict, active_set
-from services.memory import Caller
 from tests.integration.fake_chat_server import FakeChatServer, Reply
 from workers.maintenance import jobs
 
@@ -263,7 +263,7 @@ def test_cli_consolidate_runs_and_revert(tmp_path, capsys):
     import json
 
     from services.bootstrap import build_memory
-    from services.cli import main
+    from services.cli.main import main
     from services.settings import Settings
 
     data = tmp_path / "cli-data"
@@ -305,7 +305,7 @@ def test_a_run_interrupted_by_a_killed_command_is_recorded_failed_and_revertible
 
     from schemas.events import MaintenanceRunStarted
     from services.bootstrap import build_memory
-    from services.cli import main
+    from services.cli.main import main
     from services.settings import Settings
 
     data = tmp_path / "killed"

@@ -6,7 +6,7 @@ import pytest
 
 from schemas.documents import DocumentIn
 from schemas.events import RowArchived, RowSuperseded
-from services.memory import Caller
+from services.core.caller import Caller
 
 pytestmark = pytest.mark.slow
 

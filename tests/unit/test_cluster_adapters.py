@@ -14,7 +14,11 @@ from schemas.rows import Row, RowChange
 from services.adapters import elasticsearch_common as es
 from services.adapters.event_log import kafka
 from services.adapters.lexical.elasticsearch import search_body, tags_query, text_query
-from services.adapters.row_store.elasticsearch import batch_operations, decode_batch, encode_batch
+from services.adapters.row_store.elasticsearch import (
+    batch_operations,
+    decode_batch,
+    encode_batch,
+)
 from services.core.scope import Scope, admits
 from services.ports import RowMutation, SkippedDocument
 

@@ -7,7 +7,13 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from schemas.events import RowArchived, RowDerived, RowSuperseded, event_from_json, event_to_json
+from schemas.events import (
+    RowArchived,
+    RowDerived,
+    RowSuperseded,
+    event_from_json,
+    event_to_json,
+)
 from schemas.rows import Row
 from services.core.maintenance import (
     GroupLabel,

@@ -18,8 +18,8 @@ from schemas.events import (
     RowSuperseded,
 )
 from services.adapters.event_log.sqlite import SqliteEventLog
-from services.maintenance import MaintenanceService, RunConflict, RunNotFound
-from services.ports import OrgmemError
+from services.app.maintenance import MaintenanceService, RunConflict, RunNotFound
+from services.errors import OrgmemError
 from services.settings import Settings
 from workers.maintenance.jobs import judge_for, make_budget
 

@@ -6,8 +6,14 @@ import math
 
 import pytest
 
-from services.evaluation.datasets import normalise_locomo_evidence
-from services.evaluation.metrics import ALL, Scores, complete_coverage_at, recall_at, score_question
+from bench.retrieval.datasets import normalise_locomo_evidence
+from bench.retrieval.metrics import (
+    ALL,
+    Scores,
+    complete_coverage_at,
+    recall_at,
+    score_question,
+)
 
 THREADS = {"a1": "s1", "a2": "s1", "b1": "s2", "c1": "s3", "x": None}
 

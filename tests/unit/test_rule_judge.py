@@ -9,7 +9,12 @@ import pytest
 
 from schemas.events import RowDerived, RowSuperseded
 from schemas.rows import Row
-from services.adapters.judge.rules import RuleJudge, information_key, merge_texts, numbers
+from services.adapters.judge.rules import (
+    RuleJudge,
+    information_key,
+    merge_texts,
+    numbers,
+)
 from services.core.maintenance import GroupLabel, group_rows, plan_group
 
 T0 = datetime(2024, 5, 1, tzinfo=timezone.utc)

@@ -3,8 +3,14 @@
 import json
 
 from schemas import SCHEMA_VERSION
-from schemas.events import EVENT_ADAPTER, DocumentObserved, RowArchived, event_from_json, event_to_json
 from schemas.documents import DocumentIn
+from schemas.events import (
+    EVENT_ADAPTER,
+    DocumentObserved,
+    RowArchived,
+    event_from_json,
+    event_to_json,
+)
 from schemas.export import OUT, all_schemas
 
 

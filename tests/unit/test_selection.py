@@ -7,7 +7,14 @@ import pytest
 
 from services.core.pursuit import pursuit_select
 from services.core.retrieval_config import RetrievalConfig
-from services.core.selection import Pool, context_scores, coverage_order, pursuit_order, select, thread_priority
+from services.core.selection import (
+    Pool,
+    context_scores,
+    coverage_order,
+    pursuit_order,
+    select,
+    thread_priority,
+)
 
 
 def pool_of(spec: list[tuple[str, float, str | None, int]]) -> Pool:

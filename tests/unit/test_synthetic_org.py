@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from services.demo.synthetic_org import gold_row_ids, generate, main
+from services.demo.synthetic_org import generate, gold_row_ids, main
 
 webvtt = pytest.importorskip("webvtt", reason="webvtt-py is needed to check the generated meetings")
 

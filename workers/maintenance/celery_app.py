@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from celery import Celery, signals
 from celery.schedules import crontab
 
-from services.ports import BackendUnavailable
+from services.errors import BackendUnavailable
 from services.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -14,12 +14,12 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from services.app.maintenance import MaintenanceService, Progress
+from services.app.maintenance_runs import RunInfo, RunTracker, new_run_id
+from services.app.memory import Memory
 from services.core.maintenance import Budget, Judge
 from services.core.maintenance.consolidation import DEFAULT_TAU
-from services.maintenance import MaintenanceService, Progress
-from services.maintenance_runs import RunInfo, RunTracker, new_run_id
-from services.memory import Memory
-from services.ports import OrgmemError
+from services.errors import OrgmemError
 from services.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from services.ports import OrgmemError
+from services.errors import OrgmemError
 
 log = logging.getLogger(__name__)
 

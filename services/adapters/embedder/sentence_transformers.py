@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from services.ports import OrgmemError
+from services.errors import OrgmemError
 
 log = logging.getLogger(__name__)
 

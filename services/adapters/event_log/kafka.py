@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 
 from schemas.events import Event, LoggedEvent, event_from_json, event_to_json
-from services.ports import BackendUnavailable, OrgmemError
+from services.errors import BackendUnavailable, OrgmemError
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from schemas.events import Event, LoggedEvent, event_from_json, event_to_json
-from services.adapters.sqlite_common import open_with_schema, decode_time, encode_time
-from services.ports import BackendUnavailable, OrgmemError
+from services.adapters.sqlite_common import decode_time, encode_time, open_with_schema
+from services.errors import BackendUnavailable, OrgmemError
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (

@@ -18,10 +18,23 @@ from collections.abc import Sequence
 from typing import Literal, TypeVar
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 
 from schemas.rows import Row
-from services.core.maintenance.judging import MERGED_MAX_TOKENS, GroupLabel, JudgeFailed, PairDecision, clip_tokens
+from services.core.maintenance.judging import (
+    MERGED_MAX_TOKENS,
+    GroupLabel,
+    JudgeFailed,
+    PairDecision,
+    clip_tokens,
+)
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,12 @@ from difflib import SequenceMatcher
 from itertools import combinations
 
 from schemas.rows import Row
-from services.core.maintenance.judging import MERGED_MAX_TOKENS, GroupLabel, PairDecision, clip_tokens
+from services.core.maintenance.judging import (
+    MERGED_MAX_TOKENS,
+    GroupLabel,
+    PairDecision,
+    clip_tokens,
+)
 from services.core.text import content_terms
 
 _NUMBER = re.compile(r"\d+(?:[.,:/]\d+)*")

@@ -19,7 +19,8 @@ from schemas.rows import Row
 from services.adapters import elasticsearch_common as es
 from services.core.scope import Scope
 from services.core.text import normalise_tag
-from services.ports import Hit, OrgmemError
+from services.errors import OrgmemError
+from services.ports import Hit
 
 COMPONENT = "lexical index (Elasticsearch)"
 

@@ -13,9 +13,9 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from itertools import combinations
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from itertools import combinations
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +24,8 @@ import tantivy
 from schemas.rows import Row
 from services.core.scope import Scope, acl_tokens
 from services.core.text import normalise_tag
-from services.ports import BackendUnavailable, Hit, OrgmemError
+from services.errors import BackendUnavailable, OrgmemError
+from services.ports import Hit
 
 COMPONENT = "lexical index (tantivy)"
 

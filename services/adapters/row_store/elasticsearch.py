@@ -22,7 +22,8 @@ from datetime import datetime
 from schemas.rows import Row, RowChange
 from services.adapters import elasticsearch_common as es
 from services.core.scope import Scope
-from services.ports import OrgmemError, RowHead, RowMutation, SkippedDocument
+from services.errors import OrgmemError
+from services.ports import RowHead, RowMutation, SkippedDocument
 
 COMPONENT = "row store (Elasticsearch)"
 _CHECKPOINT = "checkpoint"

@@ -14,10 +14,11 @@ from datetime import datetime
 from pathlib import Path
 
 from schemas.rows import Row, RowChange
-from services.adapters.sqlite_common import open_with_schema, decode_time, encode_time
+from services.adapters.sqlite_common import decode_time, encode_time, open_with_schema
 from services.core.scope import Scope, acl_tokens
 from services.core.write_rules import author_scope, content_hash
-from services.ports import OrgmemError, RowHead, RowMutation, SkippedDocument
+from services.errors import OrgmemError
+from services.ports import RowHead, RowMutation, SkippedDocument
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS rows (

@@ -19,7 +19,8 @@ import numpy as np
 
 from schemas.rows import Row
 from services.core.scope import Scope, acl_tokens
-from services.ports import Hit, OrgmemError
+from services.errors import OrgmemError
+from services.ports import Hit
 
 # Fixed forever: point ids are derived from row ids with it, so a rebuild gives the same ids.
 POINT_NAMESPACE = uuid.UUID("6f1d7c3e-2b4a-5e8f-9a10-4c2d8e7b3f51")

@@ -67,7 +67,8 @@ from services.adapters.vector._payload import (
     scored,
 )
 from services.core.scope import Scope
-from services.ports import BackendUnavailable, Hit, OrgmemError
+from services.errors import BackendUnavailable, OrgmemError
+from services.ports import Hit
 
 log = logging.getLogger(__name__)
 

@@ -38,7 +38,8 @@ from services.adapters.vector._payload import (
     scored,
 )
 from services.core.scope import Scope
-from services.ports import BackendUnavailable, Hit, OrgmemError
+from services.errors import BackendUnavailable, OrgmemError
+from services.ports import Hit
 
 COMPONENT = "vector index"
 # Points per request: keeps one HTTP body at a few MB for 384-d vectors.

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+
 from schemas.documents import MAX_TAGS, DocumentIn
 from schemas.events import Event, RowArchived, RowDerived, RowSuperseded
 from schemas.rows import Row
 from services.core.maintenance.judging import MERGED_MAX_TOKENS, GroupLabel, clip_tokens
 from services.core.write_rules import derived_row_id
-from services.ports import OrgmemError
+from services.errors import OrgmemError
 
 Neighbours = Callable[[str], list[tuple[str, float]]]
 """row id -> [(neighbour row id, cosine)], e.g. a vector-index search with the row's own vector."""

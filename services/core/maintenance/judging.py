@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, get_args
 
 from schemas.rows import Row
-from services.ports import OrgmemError
+from services.errors import OrgmemError
 
 GroupLabelKind = Literal["conflict", "restatement", "distinct"]
 PairAction = Literal["delete", "merge", "preserve"]

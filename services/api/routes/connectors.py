@@ -10,8 +10,8 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.api.auth import require_role
-from services.connect import check_under_roots, run_connector
-from services.memory import Caller
+from services.app.connectors import check_under_roots, run_connector
+from services.core.caller import Caller
 
 router = APIRouter(tags=["connectors"])
 Writer = Annotated[Caller, Depends(require_role("writer"))]

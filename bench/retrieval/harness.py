@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bench.retrieval.metrics import Scores, score_question
+from bench.retrieval.store import Candidates, GroupRows, QuestionCandidates
 from services.core.fusion import weighted_rrf
 from services.core.reserve import with_recency_reserve
 from services.core.retrieval_config import RetrievalConfig
 from services.core.selection import Pool, select
-from services.evaluation.metrics import Scores, score_question
-from services.evaluation.store import Candidates, GroupRows, QuestionCandidates
 
 # The plain reference pipeline of ../shared/data/README.md: no tag leg, no recency reserve,
 # disjunctive BM25, C = 200, γ = 60; w_lex = 1, w_vec = 2 unless a variant says otherwise.

@@ -65,7 +65,7 @@ def load(name: str, root: Path = SHARED_DATA, work_dir: Path | None = None) -> D
     if name == "beam":
         return load_beam(root / "beam" / "100K")
     if name == "enron":
-        from services.evaluation.enron import load_enron
+        from bench.retrieval.enron import load_enron
 
         if work_dir is None:
             raise ValueError("work_dir: the Enron archive is extracted there; required for dataset 'enron'")

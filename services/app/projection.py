@@ -25,7 +25,16 @@ from schemas.events import (
 )
 from schemas.rows import Row, RowChange
 from services.core.write_rules import author_scope, content_hash, is_empty
-from services.ports import Embedder, EventLog, LexicalIndex, RowMutation, RowStore, SkippedDocument, VectorIndex
+from services.errors import NotReady, OrgmemError
+from services.ports import (
+    Embedder,
+    EventLog,
+    LexicalIndex,
+    RowMutation,
+    RowStore,
+    SkippedDocument,
+    VectorIndex,
+)
 
 log = logging.getLogger(__name__)
 
@@ -204,3 +213,51 @@ class Projector:
                     return False
                 self._cond.wait(remaining)
         return True
+
+
+class ProjectionFollower:
+    """The projector's surface for a process that does not project (see the module doc)."""
+
+    def __init__(self, event_log: EventLog, rows: RowStore, poll_s: float = 0.2, catch_up_timeout_s: float = 300.0):
+        self.log, self.rows, self.poll_s, self.catch_up_timeout_s = event_log, rows, poll_s, catch_up_timeout_s
+        self._applied = rows.applied_position()
+        self._cond = threading.Condition()
+
+    @property
+    def applied(self) -> int:
+        return self._applied
+
+    def refresh(self) -> int:
+        applied = self.rows.applied_position()
+        with self._cond:
+            self._applied = applied
+            self._cond.notify_all()
+        return applied
+
+    def catch_up(self, until: int | None = None, progress=None) -> BatchStats:
+        """Wait until the indexers have applied `until` (default: the log head now)."""
+        started = time.monotonic()
+        target = self.log.head() if until is None else until
+        before = self.refresh()
+        while self._applied < target:
+            if time.monotonic() - started > self.catch_up_timeout_s:
+                raise NotReady(f"indexers did not reach log position {target} within {self.catch_up_timeout_s:g} s "
+                               f"(applied: {self._applied}); are `orgmem indexer` processes running?")
+            time.sleep(self.poll_s)
+            previous = self._applied
+            if self.refresh() != previous and progress is not None:
+                progress(self._applied, BatchStats(events=self._applied - before))
+        return BatchStats(events=max(self._applied - before, 0), seconds=time.monotonic() - started)
+
+    def wait_for(self, position: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.refresh() >= position:
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            time.sleep(min(self.poll_s, remaining))
+
+    def apply(self, events):
+        raise OrgmemError("this process does not project the log; the `orgmem indexer` processes do")

@@ -19,7 +19,7 @@ from schemas.events import (
     RowRestored,
     RowSuperseded,
 )
-from services.memory import Memory
+from services.app.memory import Memory
 
 DECISION_EVENTS = (RowSuperseded, RowArchived, RowDerived, RowRestored)
 READ_BATCH = 1000

@@ -17,8 +17,8 @@ log = logging.getLogger(__name__)
 
 
 def cmd_indexer(args: argparse.Namespace) -> int:
-    from services.cli import _settings
-    from workers.indexer.group import GroupIndexer, LogFeed
+    from services.app.indexer import GroupIndexer, LogFeed
+    from services.cli.main import _settings
 
     settings = _settings(args)
     if args.profile:

@@ -4,7 +4,7 @@ A run reads one tenant's projections, asks a judge, and appends what the pure pl
 `services.core.maintenance` return; it never writes a projection itself. Every run is framed by
 MaintenanceRunStarted / MaintenanceRunFinished in the log, every decision event carries the run
 id, the judge and a reason, and the list of runs is a fold over the log, so it survives restarts
-and a rebuild (`services.maintenance_runs`). The in-process runner and the Celery tasks both call this module (through
+and a rebuild (`services.app.maintenance_runs`). The in-process runner and the Celery tasks both call this module (through
 `workers.maintenance.jobs`).
 """
 
@@ -16,8 +16,24 @@ from collections.abc import Callable, Iterator, Sequence
 from types import SimpleNamespace
 
 from schemas.documents import DocumentIn
-from schemas.events import AdminActionRecorded, Event, MaintenanceRunFinished, MaintenanceRunStarted, RowDerived
+from schemas.events import (
+    AdminActionRecorded,
+    Event,
+    MaintenanceRunFinished,
+    MaintenanceRunStarted,
+    RowDerived,
+)
 from schemas.rows import Row
+from services.app.maintenance_runs import (
+    DECISION_EVENTS,
+    READ_BATCH,
+    RunInfo,
+    RunLedger,
+    RunTracker,
+    new_run_id,
+)
+from services.app.memory import Memory
+from services.app.projection import embedding_text
 from services.core.maintenance import (
     Budget,
     IncompatibleAccess,
@@ -30,10 +46,7 @@ from services.core.maintenance import (
 )
 from services.core.maintenance.consolidation import DEFAULT_TAU, Neighbours
 from services.core.scope import Scope
-from services.maintenance_runs import DECISION_EVENTS, READ_BATCH, RunInfo, RunLedger, RunTracker, new_run_id
-from services.memory import Memory, NotFound, NotReady
-from services.ports import OrgmemError
-from workers.indexer.projector import embedding_text
+from services.errors import NotFound, NotReady, OrgmemError
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,13 @@ import json
 import sys
 from datetime import datetime, timezone
 
-from schemas.events import AdminActionRecorded, MaintenanceRunFinished, MaintenanceRunStarted
-from services.keys import ROLES, KeyRequestError, KeyStore, record_admin_action
+from schemas.events import (
+    AdminActionRecorded,
+    MaintenanceRunFinished,
+    MaintenanceRunStarted,
+)
+from services.adapters.key_store.sqlite import ROLES, KeyRequestError, KeyStore
+from services.app.audit import record_admin_action
 
 
 def _actor(args: argparse.Namespace) -> str:
@@ -28,7 +33,7 @@ def _actor(args: argparse.Namespace) -> str:
 
 def _open(args: argparse.Namespace):
     from services.bootstrap import open_event_log
-    from services.cli import _settings
+    from services.cli.main import _settings
 
     settings = _settings(args)
     return settings, KeyStore.for_settings(settings), open_event_log(settings)
@@ -123,7 +128,7 @@ def audit_entries(event_log, tenant: str | None = None, since: datetime | None =
 
 def cmd_audit(args: argparse.Namespace) -> int:
     from services.bootstrap import open_event_log
-    from services.cli import _settings
+    from services.cli.main import _settings
 
     event_log = open_event_log(_settings(args))
     try:

@@ -6,11 +6,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from services.evaluation.datasets import load
-from services.evaluation.harness import evaluate_variants
-from services.evaluation.report import write_markdown, write_plot
-from services.evaluation.store import Candidates, cached_candidates
-from services.evaluation.variants import DEFAULT_SET, VARIANTS
+from bench.retrieval.datasets import load
+from bench.retrieval.harness import evaluate_variants
+from bench.retrieval.report import write_markdown, write_plot
+from bench.retrieval.store import Candidates, cached_candidates
+from bench.retrieval.variants import DEFAULT_SET, VARIANTS
 
 COVERAGE_DATASETS = {"locomo"}  # complete gold-session coverage is defined for LoCoMo's sessions
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from services.evaluation.metrics import ALL, Scores
+from bench.retrieval.metrics import ALL, Scores
 
 
 def metric_names(ks: Sequence[int], coverage: bool) -> list[str]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 def cmd_retrieval(args) -> int:
-    from services.evaluation.runner import run_benchmark
+    from bench.retrieval.runner import run_benchmark
 
     try:
         text = run_benchmark(
@@ -22,7 +22,7 @@ def cmd_retrieval(args) -> int:
 
 
 def register(command, sub) -> None:
-    from services.evaluation.variants import VARIANTS
+    from bench.retrieval.variants import VARIANTS
 
     bench = sub.add_parser("bench", help="benchmarks of orgmem itself")
     kinds = bench.add_subparsers(dest="bench", required=True)

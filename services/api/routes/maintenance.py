@@ -16,9 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from services.api import problems
 from services.api.auth import require_role
+from services.app.maintenance import MaintenanceService, RunConflict
+from services.core.caller import Caller
 from services.core.maintenance.consolidation import DEFAULT_TAU
-from services.maintenance import MaintenanceService, RunConflict
-from services.memory import Caller
 from workers.maintenance.jobs import InProcessRunner, judge_for, make_budget
 
 router = APIRouter(prefix="/v1/admin/maintenance", tags=["maintenance"])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 
 def _walkthrough(memory, questions: list[dict]) -> None:
-    from services.memory import Caller
+    from services.core.caller import Caller
 
     by_thread: dict[str, list[dict]] = {}
     for q in questions:
@@ -33,7 +33,7 @@ def _walkthrough(memory, questions: list[dict]) -> None:
 
 def _demo_key(settings) -> str:
     """Each demo start hands out a fresh reader key: the tokens of earlier ones are not kept."""
-    from services.keys import KeyStore
+    from services.adapters.key_store.sqlite import KeyStore
 
     store = KeyStore.for_settings(settings)
     try:
@@ -47,9 +47,9 @@ def cmd_demo(args) -> int:
     import uvicorn
 
     from services.api.app import create_app
+    from services.app.connectors import run_connector
     from services.bootstrap import build_memory, open_event_log
-    from services.cli import _progress, _settings
-    from services.connect import run_connector
+    from services.cli.main import _progress, _settings
     from services.demo.synthetic_org import generate
 
     started = time.perf_counter()

@@ -20,12 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.retrieval.datasets import Dataset, Group
 from schemas.documents import DocumentIn
+from services.app.memory import Memory
+from services.core.caller import Caller
 from services.core.scope import Scope
 from services.core.text import content_terms, tag_candidates
 from services.core.write_rules import row_id_for
-from services.evaluation.datasets import Dataset, Group
-from services.memory import Caller, Memory
 
 # 2: the query encoder's export changed (eager attention), so its questions fetch slightly other legs.
 CANDIDATE_CACHE_VERSION = 2

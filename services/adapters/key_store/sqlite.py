@@ -21,10 +21,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from schemas.events import AdminActionRecorded
-from services.adapters.sqlite_common import open_with_schema, decode_time, encode_time
-from services.memory import Caller
-from services.ports import BackendUnavailable, EventLog, OrgmemError
+from services.adapters.sqlite_common import decode_time, encode_time, open_with_schema
+from services.core.caller import Caller
+from services.errors import BackendUnavailable, OrgmemError
 
 ROLES = ("reader", "writer", "admin")
 TOKEN_PREFIX = "om_"
@@ -212,9 +211,3 @@ class KeyStore:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
-
-
-def record_admin_action(event_log: EventLog, tenant: str, action: str, actor: str, details: dict | None = None) -> int:
-    """Append an audited admin action (who, what; the log stamps when). Never pass secrets here."""
-    logged = event_log.append([AdminActionRecorded(tenant=tenant, action=action, actor=actor, details=details or {})])
-    return logged[-1].position

@@ -12,33 +12,16 @@ from dataclasses import dataclass
 from schemas.documents import DocumentIn
 from schemas.events import DocumentObserved, Event, LoggedEvent
 from schemas.rows import Row, RowChange
+from services.app.projection import Projector
+from services.app.retrieval import Retrieval, Retriever
+from services.core.caller import Caller
 from services.core.retrieval_config import PRESETS, RetrievalConfig
 from services.core.scope import PUBLIC_ACL, Scope, acl_tokens
 from services.core.write_rules import row_id_for
-from services.ports import Embedder, EventLog, LexicalIndex, OrgmemError, RowStore, VectorIndex
-from services.retrieval import Retrieval, Retriever
-from workers.indexer.projector import Projector
+from services.errors import NotFound, NotReady, OrgmemError
+from services.ports import Embedder, EventLog, LexicalIndex, RowStore, VectorIndex
 
 log = logging.getLogger(__name__)
-
-
-class NotFound(OrgmemError):
-    pass
-
-
-class NotReady(OrgmemError):
-    """The projections have not reached a requested log position in time."""
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who asks: the tenant, and the principal and groups that access lists are matched against.
-    readers=None means unrestricted within the tenant (system jobs, the embedded demo)."""
-
-    tenant: str = "default"
-    readers: frozenset[str] | None = None
-    name: str = "system"
-    role: str = "admin"  # reader | writer | admin
 
 
 @dataclass(frozen=True)

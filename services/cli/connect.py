@@ -11,10 +11,10 @@ from pydantic import SecretStr
 
 
 def _run(args, kind: str, **options) -> int:
+    from services.app.connectors import run_connector
     from services.bootstrap import open_event_log
-    from services.cli import _index, _settings
-    from services.connect import run_connector
-    from services.memory import Caller
+    from services.cli.main import _index, _settings
+    from services.core.caller import Caller
 
     settings = _settings(args)
     event_log = open_event_log(settings)
@@ -64,7 +64,7 @@ def cmd_meetings(args) -> int:
 
 
 def cmd_dead_letters(args) -> int:
-    from services.cli import _settings
+    from services.cli.main import _settings
     from services.connectors.base import read_dead_letters
 
     for letter in read_dead_letters(Path(_settings(args).data_dir)):

@@ -1,4 +1,5 @@
-"""The indexer as its own process (cluster profile), and what the API runs instead of a projector.
+"""The loops that drive the projection: the embedded server's background thread, and the
+indexer process of `orgmem indexer`.
 
 `GroupIndexer` drives a `Projector` from a feed (a Kafka consumer-group member, or any EventLog
 through `LogFeed`): poll a batch, apply it, and only then commit the feed's offset. The row
@@ -6,10 +7,6 @@ store's checkpoint, not the feed, is authoritative: before each batch the indexe
 with where the feed stands and seeks back (a rebuild reset the projections) or forward
 (another member moved on). Delivery is at least once; the projector skips events at or below
 the checkpoint, so each event's effect is applied exactly once.
-
-`ProjectionFollower` stands in for the projector in processes that only read the projections
-(the API, Celery workers): it follows the row store's checkpoint so that read-your-writes
-(`wait_for`) and `catch_up` (wait until the indexers reach the log head) keep their meaning.
 """
 
 from __future__ import annotations
@@ -18,25 +15,44 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Protocol
 
 from schemas.events import LoggedEvent
-from services.ports import EventLog, OrgmemError, RowStore
-from workers.indexer.projector import BatchStats, Projector
+from services.app.projection import BatchStats, Projector
+from services.errors import OrgmemError
+from services.ports import EventFeed, EventLog
 
 log = logging.getLogger(__name__)
 
 
-class EventFeed(Protocol):
-    def poll(self, max_records: int, timeout_s: float) -> list[LoggedEvent]: ...
+class IndexerThread(threading.Thread):
+    def __init__(self, projector: Projector, poll_s: float = 0.2):
+        super().__init__(name="orgmem-indexer", daemon=True)
+        self.projector, self.poll_s = projector, poll_s
+        self._stop_event, self._wake = threading.Event(), threading.Event()
+        self.errors = 0
 
-    def seek(self, position: int) -> None:
-        """Continue with the first event after `position`."""
+    def wake(self) -> None:
+        """Called after an append, so new documents are projected without waiting for a poll."""
+        self._wake.set()
 
-    def commit(self, position: int) -> None:
-        """Every event up to `position` is applied."""
+    def stop(self) -> None:
+        self._stop_event.set()
+        self._wake.set()
 
-    def close(self) -> None: ...
+    def run(self) -> None:
+        while not self._stop_event.is_set():
+            try:
+                stats = self.projector.catch_up()
+                if stats.events:
+                    log.info("indexed %d events (%d rows, %d skipped) up to position %d in %.2f s",
+                             stats.events, stats.rows_added, stats.skipped, self.projector.applied, stats.seconds)
+            except Exception:
+                # Keep following the log: the checkpoint did not move, so the batch is retried.
+                self.errors += 1
+                log.exception("indexer batch failed; retrying")
+                self._stop_event.wait(1.0)
+            self._wake.wait(self.poll_s)
+            self._wake.clear()
 
 
 class LogFeed:
@@ -109,53 +125,3 @@ class GroupIndexer:
 
     def stop(self) -> None:
         self._stop.set()
-
-
-class ProjectionFollower:
-    """The projector's surface for a process that does not project (see the module doc)."""
-
-    def __init__(self, event_log: EventLog, rows: RowStore, poll_s: float = 0.2, catch_up_timeout_s: float = 300.0):
-        self.log, self.rows, self.poll_s, self.catch_up_timeout_s = event_log, rows, poll_s, catch_up_timeout_s
-        self._applied = rows.applied_position()
-        self._cond = threading.Condition()
-
-    @property
-    def applied(self) -> int:
-        return self._applied
-
-    def refresh(self) -> int:
-        applied = self.rows.applied_position()
-        with self._cond:
-            self._applied = applied
-            self._cond.notify_all()
-        return applied
-
-    def catch_up(self, until: int | None = None, progress=None) -> BatchStats:
-        """Wait until the indexers have applied `until` (default: the log head now)."""
-        started = time.monotonic()
-        target = self.log.head() if until is None else until
-        before = self.refresh()
-        while self._applied < target:
-            if time.monotonic() - started > self.catch_up_timeout_s:
-                from services.memory import NotReady
-
-                raise NotReady(f"indexers did not reach log position {target} within {self.catch_up_timeout_s:g} s "
-                               f"(applied: {self._applied}); are `orgmem indexer` processes running?")
-            time.sleep(self.poll_s)
-            previous = self._applied
-            if self.refresh() != previous and progress is not None:
-                progress(self._applied, BatchStats(events=self._applied - before))
-        return BatchStats(events=max(self._applied - before, 0), seconds=time.monotonic() - started)
-
-    def wait_for(self, position: int, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.refresh() >= position:
-                return True
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            time.sleep(min(self.poll_s, remaining))
-
-    def apply(self, events):
-        raise OrgmemError("this process does not project the log; the `orgmem indexer` processes do")

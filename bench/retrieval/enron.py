@@ -11,7 +11,7 @@ import tarfile
 from collections import Counter
 from pathlib import Path
 
-from services.evaluation.datasets import Dataset, Group, Question, _need
+from bench.retrieval.datasets import Dataset, Group, Question, _need
 
 _SOURCE = "email"  # services.connectors.email.SOURCE, repeated to keep this import-light
 

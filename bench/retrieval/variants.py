@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.evaluation.harness import REFERENCE, Variant
+from bench.retrieval.harness import REFERENCE, Variant
 
 
 def _v(name: str, **changes) -> tuple[str, Variant]:

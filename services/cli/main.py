@@ -14,13 +14,13 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from schemas.documents import DocumentIn
-from services.ports import OrgmemError
+from services.errors import OrgmemError
 from services.settings import Settings
 
 log = logging.getLogger("orgmem")
 
 # Modules with a `register(command, subparsers)` function that add their own sub-commands.
-COMMAND_GROUPS = ["services.cli_connect", "services.cli_demo", "services.cli_maintenance", "services.cli_cluster", "services.cli_bench", "services.cli_keys"]
+COMMAND_GROUPS = ["services.cli.connect", "services.cli.demo", "services.cli.maintenance", "services.cli.cluster", "services.cli.bench", "services.cli.keys"]
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -59,8 +59,9 @@ def read_jsonl(path: Path) -> tuple[list[DocumentIn], list[str]]:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
+    from services.app.memory import append_documents
     from services.bootstrap import open_event_log
-    from services.memory import Caller, append_documents
+    from services.core.caller import Caller
 
     settings = _settings(args)
     documents, errors = read_jsonl(Path(args.jsonl))
@@ -95,8 +96,8 @@ def _index(settings: Settings) -> None:
 
 def cmd_query(args: argparse.Namespace) -> int:
     from services.bootstrap import build_memory
+    from services.core.caller import Caller
     from services.core.evidence import render_evidence
-    from services.memory import Caller
 
     memory, lock = build_memory(_settings(args))
     try:
@@ -118,9 +119,8 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
+    from services.app.audit import record_admin_action
     from services.bootstrap import build_memory
-
-    from services.keys import record_admin_action
 
     memory, lock = build_memory(_settings(args))
     try:

@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Literal
 
 from schemas.documents import DocumentIn
+from services.app.memory import append_documents
 from services.connectors.base import ConnectorReport, ConnectorState
-from services.memory import Caller, append_documents
-from services.ports import EventLog, OrgmemError
+from services.core.caller import Caller
+from services.errors import OrgmemError
+from services.ports import EventLog
 
 ConnectorKind = Literal["email", "imap", "tickets", "csv", "meetings"]
 

@@ -22,7 +22,7 @@ def _show(run: dict) -> int:
 
 
 def cmd_consolidate(args) -> int:
-    from services.cli import _settings
+    from services.cli.main import _settings
     from workers.maintenance import jobs
 
     return _show(jobs.consolidate(_settings(args), args.tenant, args.tau, max_calls=args.max_calls,
@@ -30,7 +30,7 @@ def cmd_consolidate(args) -> int:
 
 
 def cmd_refine(args) -> int:
-    from services.cli import _settings
+    from services.cli.main import _settings
     from workers.maintenance import jobs
 
     return _show(jobs.refine(_settings(args), args.tenant, budget_fraction=args.budget, budget_bytes=args.budget_bytes,
@@ -39,7 +39,7 @@ def cmd_refine(args) -> int:
 
 
 def cmd_runs(args) -> int:
-    from services.cli import _settings
+    from services.cli.main import _settings
     from workers.maintenance import jobs
 
     found = jobs.runs(_settings(args), args.tenant)
@@ -57,7 +57,7 @@ def cmd_runs(args) -> int:
 
 
 def cmd_revert(args) -> int:
-    from services.cli import _settings
+    from services.cli.main import _settings
     from workers.maintenance import jobs
 
     return _show(jobs.revert(_settings(args), args.run, requested_by=args.requested_by))
