@@ -38,7 +38,7 @@ test-unit: venv
 	$(PY) -m pytest -q tests/unit
 
 bench-pipeline: venv
-	$(PY) bench/pipeline.py
+	$(PY) -m bench.pipeline
 
 schemas: venv
 	$(PY) -m schemas.export

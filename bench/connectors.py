@@ -1,6 +1,6 @@
 """Connector throughput on the public samples, without the encoder: items parsed per second.
 
-    .venv/bin/python bench/connectors.py
+    .venv/bin/python -m bench.connectors
 
 The sink only collects documents, so the figure is what a connector costs before the write path
 (appending to the log) and the indexer (embedding) take over.
@@ -14,12 +14,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from services.connectors.base import ConnectorState  # noqa: E402
-from services.connectors.mail_files import run_email  # noqa: E402
-from services.connectors.meetings import run_meetings  # noqa: E402
-from services.connectors.tickets import run_tickets  # noqa: E402
+from services.connectors.base import ConnectorState
+from services.connectors.mail_files import run_email
+from services.connectors.meetings import run_meetings
+from services.connectors.tickets import run_tickets
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 

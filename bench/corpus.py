@@ -7,7 +7,7 @@ what they hold, texts are reused with a distinguishing prefix so that each row i
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from schemas.documents import DocumentIn
@@ -38,7 +38,7 @@ def base_texts() -> list[tuple[str, str]]:
 
 def documents(n: int) -> list[DocumentIn]:
     texts = base_texts()
-    start = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    start = datetime(2024, 1, 1, tzinfo=UTC)
     docs = []
     for i in range(n):
         author, text = texts[i % len(texts)]

@@ -1,6 +1,6 @@
 """A lead, not a selector: learned row and session probabilities, and a greedy that trades them.
 
-    .venv/bin/python bench/learned_selection.py [--gains 0.5 1 1.3 1.6 2 3]
+    .venv/bin/python -m bench.learned_selection [--gains 0.5 1 1.3 1.6 2 3]
 
 Two logistic models are fitted on LoCoMo's tuning half (conversations 0-4) from the harness's
 cached candidates (`orgmem bench retrieval --dataset locomo` builds them):
@@ -29,15 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.retrieval.datasets import load  # noqa: E402
-from bench.retrieval.harness import _GroupIndex, evaluate, question_pool  # noqa: E402
-from bench.retrieval.metrics import Scores, score_question  # noqa: E402
-from bench.retrieval.runner import split_groups  # noqa: E402
-from bench.retrieval.store import cached_candidates  # noqa: E402
-from bench.retrieval.variants import VARIANTS  # noqa: E402
-from services.core import selection  # noqa: E402
+from bench.retrieval.datasets import load
+from bench.retrieval.harness import GroupIndex, evaluate, question_pool
+from bench.retrieval.metrics import Scores, score_question
+from bench.retrieval.runner import split_groups
+from bench.retrieval.store import cached_candidates
+from bench.retrieval.variants import VARIANTS
+from services.core import selection
 
 WORK = Path(__file__).resolve().parent / "out" / "eval"
 CONFIG = VARIANTS["coverage-sessions"].config  # RRF 1:1, γ 5, C 200: the pool both models see
@@ -52,7 +50,7 @@ def features(q, pool):
     lex_score, cos = dict(lex_hits), dict(vec_hits)
     lex_max = max(lex_score.values(), default=1.0) or 1.0
     cos_max = max(cos.values(), default=1.0)
-    threads = selection._thread_keys(pool)
+    threads = selection.thread_keys(pool)
     votes = selection.thread_priority(pool, CONFIG.coverage_lexical_rows)
     vote_rank = {t: i for i, t in enumerate(sorted(dict.fromkeys(threads), key=lambda t: -votes[t]))}
     fused_max = max(pool.scores)
@@ -70,7 +68,7 @@ def features(q, pool):
             mass[threads[i]] += lexical[i]
             lex_rows[threads[i]] += 1
     top_vec = {rid for rid, _ in vec_hits[:50]}
-    for i, (rid, t) in enumerate(zip(pool.ids, threads)):
+    for i, (rid, t) in enumerate(zip(pool.ids, threads, strict=True)):
         best_fused.setdefault(t, pool.scores[i])  # the pool is in fused order
         if rid in cos:
             cosines.setdefault(t, []).append(cos[rid])
@@ -100,9 +98,10 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-2, steps: int = 50
 
 def expected_coverage_order(pool, p_row, sessions, p_session, multi_row, gain: float, budget: int) -> list[str]:
     """Greedy: p_row + gain x P0 x odds(session) for rows of uncovered sessions (see the module)."""
-    threads = selection._thread_keys(pool)
-    p = dict(zip(sessions, np.clip(p_session, 0.0, 0.999)))
-    counted = {t for t, many in zip(sessions, multi_row) if many}  # a one-row thread has no session to cover
+    threads = selection.thread_keys(pool)
+    p = dict(zip(sessions, np.clip(p_session, 0.0, 0.999), strict=True))
+    # A one-row thread has no session to cover.
+    counted = {t for t, many in zip(sessions, multi_row, strict=True) if many}
     log_p0 = sum(np.log1p(-p[t]) for t in counted)
     odds = np.array([p[t] / (1 - p[t]) if t in counted else 0.0 for t in threads])
     uncovered = np.ones(len(threads), dtype=bool)
@@ -127,7 +126,7 @@ class Prepared:
     def __init__(self, dataset: str):
         folder = WORK / dataset
         self.candidates = cached_candidates(load(dataset, work_dir=folder), folder, CONFIG.candidates)
-        indexes = {key: _GroupIndex(rows) for key, rows in self.candidates.groups.items()}
+        indexes = {key: GroupIndex(rows) for key, rows in self.candidates.groups.items()}
         self.items = []
         for q in self.candidates.questions:
             index = indexes[q.group]
@@ -147,7 +146,7 @@ class Prepared:
         return np.vstack(x), np.concatenate(y).astype(float), np.vstack(s), np.concatenate(z).astype(float)
 
     def score(self, w_row, w_session, gain, ks, groups) -> Scores:
-        threads = {key: dict(zip(rows.ids, rows.threads)) for key, rows in self.candidates.groups.items()}
+        threads = {key: dict(zip(rows.ids, rows.threads, strict=True)) for key, rows in self.candidates.groups.items()}
         scores = Scores()
         for q, pool, rows, sessions, session_rows, _ in self.items:
             if groups is None or q.group in groups:

@@ -27,9 +27,6 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests import processes  # noqa: E402
-
 WORDS = ("budget pricing launch roadmap hiring security audit vendor contract migration outage policy remote "
          "office travel expenses onboarding database latency customer churn forecast quarter review approval "
          "deadline incident payroll laptop compliance retention").split()
@@ -52,10 +49,28 @@ def rss_mib(pid: int) -> float | None:
     return None
 
 
-def start_server(data: Path, port: int):
+def start_server(data: Path, port: int, timeout_s: float = 180.0) -> tuple[subprocess.Popen, str]:
+    """`orgmem serve` on `data`, once /healthz answers: the process and its URL."""
     # The limiter stays on the path (its cost is part of the figures) but never binds here.
-    return processes.start_server(data, port, {"ORGMEM_AUTH__RATE_LIMIT": "100000/second",
-                                               "ORGMEM_AUTH__BOOTSTRAP_ADMIN_KEY": "false"})
+    env = {**os.environ, "ORGMEM_INDEXER_POLL_S": "0.05", "ORGMEM_AUTH__RATE_LIMIT": "100000/second",
+           "ORGMEM_AUTH__BOOTSTRAP_ADMIN_KEY": "false"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "services.cli", "--log-level", "WARNING", "serve", "--data", str(data),
+         "--host", "127.0.0.1", "--port", str(port)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited: {proc.stderr.read().decode()[-2000:]}")
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError(f"server did not start within {timeout_s:g} s")
 
 
 def document(rng: random.Random, client: int, i: int) -> dict:
@@ -143,11 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--catch-up-timeout", type=float, default=600.0)
     args = parser.parse_args(argv)
 
-    from services.adapters.key_store.sqlite import KeyStore
+    from services.adapters.key_store.sqlite import SqliteKeyStore
 
     with tempfile.TemporaryDirectory(prefix="orgmem-load-") as tmp:
         data = Path(tmp) / "data"
-        store = KeyStore(data / "keys.sqlite")
+        store = SqliteKeyStore(data / "keys.sqlite")
         admin = store.create("default", "load-admin", "admin", "bench", unrestricted=True)[1]
         tokens = [store.create("default", f"client{c}", "writer", "bench", groups=["eng"])[1] for c in range(args.clients)]
         store.close()

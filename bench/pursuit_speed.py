@@ -5,7 +5,7 @@ are included. Prints p50/p95 wall milliseconds per (P, K) and the p50 of this th
 which is less disturbed when other jobs share the cores. The paper reports 8.67 ms median at
 P = 200, K = 20 (its Table 13).
 
-    python bench/pursuit_speed.py [--reps 300] [--dtype float32] [--dim 384]
+    python -m bench.pursuit_speed [--reps 300] [--dtype float32] [--dim 384]
 """
 
 from __future__ import annotations

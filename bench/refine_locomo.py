@@ -1,7 +1,7 @@
 """MemRefine with the rule judge on LoCoMo: realised size, time, pairs judged per second, and
 retrieval quality against the uncompressed store.
 
-    .venv/bin/python bench/refine_locomo.py [--budgets 0.7 0.5] [--conversations 10]
+    .venv/bin/python -m bench.refine_locomo [--budgets 0.7 0.5] [--conversations 10]
                                             [--delete 0.95 --merge 0.9]
 
 Each LoCoMo conversation is one tenant, built once through the write path (the retrieval
@@ -23,18 +23,16 @@ import argparse
 import re
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.retrieval.datasets import load  # noqa: E402
-from bench.retrieval.harness import REFERENCE  # noqa: E402
-from bench.retrieval.store import gold_rows, open_store  # noqa: E402
-from services.adapters.judge import RuleJudge  # noqa: E402
-from services.app.maintenance import MaintenanceService, active_set  # noqa: E402
-from services.core.maintenance import Budget  # noqa: E402
-from services.core.scope import Scope  # noqa: E402
+from bench.retrieval.datasets import load
+from bench.retrieval.harness import REFERENCE
+from bench.retrieval.store import gold_rows, open_store
+from services.adapters.judge import RuleJudge
+from services.app.maintenance import MaintenanceService, active_set
+from services.core.maintenance import Budget
+from services.core.scope import Scope
 
 OUT = Path(__file__).resolve().parent / "out" / "refine-locomo"
 K = 10
@@ -43,7 +41,7 @@ _KEPT = re.compile(r"less informative than (\S+?)(?:;|$)")
 
 def all_rows(memory, tenant: str):
     """Every row of the tenant, archived ones included (a known_at bound ignores the current state)."""
-    return memory.rows.in_scope(Scope(tenant=tenant, known_at=datetime(9999, 1, 1, tzinfo=timezone.utc)), limit=10**7)
+    return memory.rows_in_scope(Scope(tenant=tenant, known_at=datetime(9999, 1, 1, tzinfo=UTC)), limit=10**7)
 
 
 def stand_ins(memory, rows, credit_deletes: bool) -> dict[str, set[str]]:
@@ -61,7 +59,7 @@ def stand_ins(memory, rows, credit_deletes: bool) -> dict[str, set[str]]:
                     changed = True
     if credit_deletes:
         for row in rows:
-            history = memory.rows.history(row.row_id) if row.state == "archived" else []
+            history = memory.row_history(row.row_id) if row.state == "archived" else []
             if history and (kept := _KEPT.search(history[-1].reason)):
                 covers.setdefault(kept.group(1), {kept.group(1)}).update(covers[row.row_id])
     return covers

@@ -3,8 +3,8 @@
 Random unit vectors with realistic payloads (tenants, access lists, states, kinds, dates);
 the query filter is what a caller's scope becomes: tenant + access list + active state.
 
-    python bench/vector_index_speed.py                 # 10k and 100k rows, 384 dimensions
-    python bench/vector_index_speed.py --sizes 5000 --queries 50
+    python -m bench.vector_index_speed                 # 10k and 100k rows, 384 dimensions
+    python -m bench.vector_index_speed --sizes 5000 --queries 50
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import argparse
 import random
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +22,7 @@ from schemas.rows import Row
 from services.adapters.vector.qdrant_edge import QdrantEdgeVectorIndex
 from services.core.scope import Scope
 
-T0 = datetime(2023, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2023, 1, 1, tzinfo=UTC)
 TENANTS = ["acme", "globex", "initech", "umbrella"]
 GROUPS = ["eng", "ops", "sales", "legal", "exec", "hr"]
 KINDS = ["email", "ticket", "meeting", "doc", "chat"]

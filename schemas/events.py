@@ -73,6 +73,7 @@ class MaintenanceRunStarted(_Event):
     params: dict = Field(default_factory=dict)
     judge: str = ""
     requested_by: str = ""
+    runner: str = ""  # host:pid of the process that ran it (empty in logs written before it was recorded)
 
 
 class MaintenanceRunFinished(_Event):

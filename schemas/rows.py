@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.documents import DocumentKind
+
 RowState = Literal["active", "archived"]
 
 
@@ -18,7 +20,7 @@ class Row(BaseModel):
     text: str
     author: str = ""
     event_time: datetime | None = None
-    kind: str = "doc"
+    kind: DocumentKind = "doc"
     thread: str | None = None
     title: str | None = None
     tags: list[str] = Field(default_factory=list)

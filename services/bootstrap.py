@@ -1,17 +1,41 @@
-"""The composition root: the only place that picks adapters for a profile."""
+"""The composition root: the only place that picks adapters for a profile and wires them.
+
+Everything a process needs is built here: the memory (its adapters, the projection — the
+projector where this process projects, a follower where it only reads — and the retriever),
+the embedded server's indexer thread, the key store, the judge and the maintenance task runner.
+"""
 
 from __future__ import annotations
 
 import fcntl
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from services.app.indexer import IndexerThread, LogFeed
+from services.app.maintenance import MaintenanceService
 from services.app.memory import Memory
-from services.core.retrieval_config import PRESETS
-from services.errors import OrgmemError
-from services.ports import Embedder
+from services.app.projection import ProjectionFollower, Projector
+from services.app.retrieval import Retriever
+from services.app.task_runner import InProcessRunner
+from services.core.maintenance import Judge
+from services.core.retrieval_config import PRESETS, RetrievalConfig
+from services.errors import Invalid, OrgmemError
+from services.ports import (
+    Embedder,
+    EventFeed,
+    EventLog,
+    KeyStore,
+    LexicalIndex,
+    RowStore,
+    Subscribable,
+    TaskRunner,
+    VectorIndex,
+)
 from services.settings import EmbedderSettings, Settings
 
 log = logging.getLogger(__name__)
@@ -40,10 +64,10 @@ def embedder_for(settings: EmbedderSettings, role: str = "ingest") -> Embedder:
     return _embedder(settings, role)
 
 
-def retrieval_config(settings: Settings):
+def retrieval_config(settings: Settings) -> RetrievalConfig:
     r = settings.retrieval
     if r.preset not in PRESETS:
-        raise OrgmemError(f"retrieval.preset: unknown preset {r.preset!r}; known: {', '.join(sorted(PRESETS))}")
+        raise Invalid(f"retrieval.preset: unknown preset {r.preset!r}; known: {', '.join(sorted(PRESETS))}")
     base = PRESETS[r.preset]
     weights = dict(base.weights)
     for leg, value in (("lex", r.weight_lex), ("tag", r.weight_tag), ("vec", r.weight_vec)):
@@ -52,6 +76,17 @@ def retrieval_config(settings: Settings):
     return base.with_overrides(
         weights=weights, candidates=r.candidates, k=r.k, conjunctive=r.conjunctive, selector=r.selector
     )
+
+
+def judge_for(settings: Settings) -> Judge:
+    """An OpenAI-compatible judge when `judge_base_url` and `judge_model` are set, else the rule judge."""
+    from services.adapters.judge import OpenAICompatJudge, RuleJudge
+
+    if settings.judge_base_url and settings.judge_model:
+        return OpenAICompatJudge(settings.judge_base_url, settings.judge_model, settings.judge_api_key)
+    if settings.judge_base_url or settings.judge_model:
+        raise Invalid("judge_base_url, judge_model: set both to use a model judge, or neither for the rule judge")
+    return RuleJudge()
 
 
 class DataFolderLock:
@@ -83,47 +118,6 @@ class DataFolderLock:
             self._handle.close()
 
 
-def open_event_log(settings: Settings):
-    if settings.profile == "cluster":
-        from services.adapters.event_log.kafka import KafkaEventLog  # noqa: WPS433 (cluster profile only)
-
-        return KafkaEventLog.from_settings(settings.cluster)
-    from services.adapters.event_log.sqlite import SqliteEventLog
-
-    return SqliteEventLog(Path(settings.data_dir) / "log.sqlite")
-
-
-def build_memory(settings: Settings) -> tuple[Memory, DataFolderLock | None]:
-    """Open the memory of a data folder (embedded profile) with its projections locked; in the
-    cluster profile, the memory of a process that reads the projections (see build_cluster_memory)."""
-    if settings.profile == "cluster":
-        return build_cluster_memory(settings, role="reader")
-    if settings.profile != "embedded":
-        raise OrgmemError(f"profile: {settings.profile!r} is unknown; use 'embedded' or 'cluster'")
-    from services.adapters.lexical.tantivy import TantivyLexicalIndex
-    from services.adapters.row_store.sqlite import SqliteRowStore
-    from services.adapters.vector.qdrant_edge import QdrantEdgeVectorIndex
-
-    data = Path(settings.data_dir)
-    lock = DataFolderLock(data)
-    try:
-        embedder = embedder_for(settings.embedder)
-        memory = Memory(
-            open_event_log(settings),
-            SqliteRowStore(data / "projections" / "rows.sqlite"),
-            TantivyLexicalIndex(data / "projections" / "lexical"),
-            QdrantEdgeVectorIndex(data / "projections" / "vectors", embedder.dim, settings.vector_search_ef),
-            embedder,
-            retrieval_config(settings),
-            query_embedder=embedder_for(settings.embedder, "query"),
-            indexer_batch=settings.indexer_batch,
-        )
-    except BaseException:
-        lock.release()
-        raise
-    return memory, lock
-
-
 class NoLock:
     """The cluster profile's stand-in for DataFolderLock: ownership of the projections is decided
     by the Kafka consumer group and fenced by the row store's checkpoint, not by a file lock."""
@@ -132,28 +126,69 @@ class NoLock:
         pass
 
 
-def assemble_cluster_memory(settings: Settings, event_log, rows, lexical, vectors, role: str = "reader") -> Memory:
-    """Wire a cluster-profile Memory from opened adapters. role "indexer": this process projects
-    the log (`orgmem indexer`); role "reader": it never projects (the API, Celery workers) and
-    follows the projections' checkpoint instead."""
-    from services.app.projection import ProjectionFollower
+def open_event_log(settings: Settings) -> EventLog:
+    if settings.profile == "cluster":
+        from services.adapters.event_log.kafka import KafkaEventLog
 
+        return KafkaEventLog.from_settings(settings.cluster)
+    from services.adapters.event_log.sqlite import SqliteEventLog
+
+    return SqliteEventLog(Path(settings.data_dir) / "log.sqlite")
+
+
+def assemble_memory(settings: Settings, event_log: EventLog, rows: RowStore, lexical: LexicalIndex,
+                    vectors: VectorIndex, role: str = "indexer") -> Memory:
+    """Wire a Memory from opened adapters. role "indexer": this process projects the log (the
+    embedded server, `orgmem indexer`); role "reader": it never projects (the cluster's API and
+    Celery workers) and follows the projections' checkpoint instead."""
     if role not in ("reader", "indexer"):
-        raise OrgmemError(f"role: expected 'reader' or 'indexer', got {role!r}")
+        raise Invalid(f"role: expected 'reader' or 'indexer', got {role!r}")
     embedder = embedder_for(settings.embedder)
-    memory = Memory(
-        event_log, rows, lexical, vectors, embedder, retrieval_config(settings),
-        query_embedder=embedder_for(settings.embedder, "query") if role == "reader" else embedder,
-        indexer_batch=settings.indexer_batch,
-    )
-    if role == "reader":
-        memory.projector = ProjectionFollower(event_log, rows, poll_s=settings.indexer_poll_s)  # type: ignore[assignment]
-    return memory
+    if role == "indexer":
+        projection = Projector(event_log, rows, lexical, vectors, embedder, batch_size=settings.indexer_batch)
+    else:
+        projection = ProjectionFollower(event_log, rows, poll_s=settings.indexer_poll_s)
+    # An indexer process of the cluster answers no queries: it needs no second copy of the model.
+    answers_queries = role == "reader" or settings.profile == "embedded"
+    query_embedder = embedder_for(settings.embedder, "query") if answers_queries else embedder
+    retriever = Retriever(rows, lexical, vectors, query_embedder)
+    return Memory(event_log, rows, lexical, vectors, embedder, projection, retriever, retrieval_config(settings))
+
+
+def embedded_adapters(settings: Settings) -> tuple[EventLog, RowStore, LexicalIndex, VectorIndex]:
+    """The embedded profile's adapters over the data folder (the caller holds its lock)."""
+    from services.adapters.lexical.tantivy import TantivyLexicalIndex
+    from services.adapters.row_store.sqlite import SqliteRowStore
+    from services.adapters.vector.qdrant_edge import QdrantEdgeVectorIndex
+
+    projections = Path(settings.data_dir) / "projections"
+    return (open_event_log(settings), SqliteRowStore(projections / "rows.sqlite"),
+            TantivyLexicalIndex(projections / "lexical"),
+            QdrantEdgeVectorIndex(projections / "vectors", embedder_for(settings.embedder).dim,
+                                  settings.vector_search_ef))
+
+
+def build_memory(settings: Settings) -> tuple[Memory, DataFolderLock | NoLock]:
+    """Open the memory of a data folder (embedded profile) with its projections locked; in the
+    cluster profile, the memory of a process that reads the projections (see build_cluster_memory)."""
+    if settings.profile == "cluster":
+        return build_cluster_memory(settings, role="reader")
+    if settings.profile != "embedded":
+        raise Invalid(f"profile: {settings.profile!r} is unknown; use 'embedded' or 'cluster'")
+    lock = DataFolderLock(Path(settings.data_dir))
+    try:
+        memory = assemble_memory(settings, *embedded_adapters(settings))
+    except BaseException:
+        lock.release()
+        raise
+    return memory, lock
 
 
 def build_cluster_memory(settings: Settings, role: str = "reader") -> tuple[Memory, NoLock]:
     """The cluster profile: Kafka log, Elasticsearch row store and lexical index (one ES index),
     Qdrant server vectors. Every part is named by `settings.cluster`."""
+    from qdrant_client import QdrantClient
+
     from services.adapters.event_log.kafka import KafkaEventLog
     from services.adapters.lexical.elasticsearch import ElasticsearchLexicalIndex
     from services.adapters.row_store.elasticsearch import ElasticsearchRowStore
@@ -162,27 +197,23 @@ def build_cluster_memory(settings: Settings, role: str = "reader") -> tuple[Memo
     cluster = settings.cluster
     missing = [name for name in ("kafka_bootstrap", "es_url", "qdrant_url") if not getattr(cluster, name)]
     if missing:
-        raise OrgmemError("profile 'cluster' needs " + ", ".join(f"cluster.{m} (ORGMEM_CLUSTER__{m.upper()})"
-                                                                  for m in missing))
+        raise Invalid("profile 'cluster' needs " + ", ".join(f"cluster.{m} (ORGMEM_CLUSTER__{m.upper()})"
+                                                             for m in missing))
     opened: list = []
     try:
         event_log = KafkaEventLog.from_settings(cluster)
         opened.append(event_log)
-        shards = getattr(cluster, "es_shards", 1)
-        replicas = getattr(cluster, "es_replicas", 0)
-        rows = ElasticsearchRowStore(cluster.es_url, cluster.es_index, shards=shards, replicas=replicas,
-                                     writer=role == "indexer")
+        rows = ElasticsearchRowStore(cluster.es_url, cluster.es_index, shards=cluster.es_shards,
+                                     replicas=cluster.es_replicas, writer=role == "indexer")
         opened.append(rows)
         # One ES index holds the rows and their lexical index; the row store writes it (see the
         # lexical adapter's module doc for why the lexical side does not).
-        lexical = ElasticsearchLexicalIndex(client=rows.client, index=cluster.es_index, shards=shards, writes=False)
-        from qdrant_client import QdrantClient
-
-        embedder = embedder_for(settings.embedder)
+        lexical = ElasticsearchLexicalIndex(client=rows.client, index=cluster.es_index, shards=cluster.es_shards,
+                                            writes=False)
         vectors = QdrantServerVectorIndex(QdrantClient(url=cluster.qdrant_url, timeout=30), cluster.qdrant_collection,
-                                          embedder.dim, search_ef=settings.vector_search_ef)
+                                          embedder_for(settings.embedder).dim, search_ef=settings.vector_search_ef)
         opened.append(vectors)
-        return assemble_cluster_memory(settings, event_log, rows, lexical, vectors, role), NoLock()
+        return assemble_memory(settings, event_log, rows, lexical, vectors, role), NoLock()
     except BaseException:
         for part in reversed(opened):
             try:
@@ -190,3 +221,80 @@ def build_cluster_memory(settings: Settings, role: str = "reader") -> tuple[Memo
             except Exception:
                 log.exception("closing %s failed", type(part).__name__)
         raise
+
+
+@contextmanager
+def open_memory(settings: Settings, role: str = "reader") -> Iterator[Memory]:
+    """The memory of the settings' profile, closed (and its data folder released) on exit. In the
+    embedded profile the process always owns the folder; `role` picks the cluster's side."""
+    if settings.profile == "cluster":
+        memory, lock = build_cluster_memory(settings, role=role)
+    else:
+        memory, lock = build_memory(settings)
+    try:
+        yield memory
+    finally:
+        memory.close()
+        lock.release()
+
+
+def indexer_feed(settings: Settings, memory: Memory, group: str, batch: int) -> EventFeed:
+    """What an indexer process reads: a member of the Kafka consumer group in the cluster, the
+    log itself in the embedded profile (one indexer per data folder)."""
+    event_log = memory.event_log
+    if settings.profile == "cluster":
+        if not isinstance(event_log, Subscribable):
+            raise Invalid(f"the cluster's event log ({type(event_log).__name__}) cannot be followed as a group")
+        return event_log.subscribe(group, checkpoint=memory.checkpoint, max_poll_records=batch)
+    return LogFeed(event_log, memory.checkpoint())
+
+
+def maintenance_for(settings: Settings, memory: Memory, indexer: IndexerThread | None = None,
+                    owns_runs: bool = True) -> MaintenanceService:
+    """The maintenance use cases with the settings' judge. owns_runs: this process is the one that
+    runs maintenance for its memory, so a run the log shows running was interrupted: it is
+    recorded as failed before the first listing or run."""
+    return MaintenanceService(memory, judge_for(settings), indexer=indexer, owns_runs=owns_runs)
+
+
+def _runner_kind(settings: Settings) -> str:
+    return settings.task_runner or ("celery" if settings.profile == "cluster" else "in-process")
+
+
+def task_runner_for(settings: Settings, service: MaintenanceService) -> TaskRunner:
+    if _runner_kind(settings) == "celery":
+        from services.adapters.task_runner.celery import CeleryTaskRunner
+
+        return CeleryTaskRunner(settings.cluster.redis_url, service.tracker)
+    return InProcessRunner(service)
+
+
+@dataclass
+class ServerParts:
+    """What the HTTP server runs beside its memory."""
+
+    indexer: IndexerThread
+    keys: KeyStore | None  # when auth is on
+    maintenance: MaintenanceService
+    runner: TaskRunner
+
+    def close(self) -> None:
+        self.runner.close()
+        self.maintenance.close()
+        if self.keys is not None:
+            self.keys.close()
+
+
+def key_store_for(settings: Settings) -> KeyStore:
+    from services.adapters.key_store.sqlite import SqliteKeyStore
+
+    return SqliteKeyStore(settings.auth.keys_file or Path(settings.data_dir) / "keys.sqlite")
+
+
+def server_parts(settings: Settings, memory: Memory) -> ServerParts:
+    indexer = IndexerThread(memory.projection, settings.indexer_poll_s)
+    # Where jobs run on Celery workers, those workers own the runs, not this process.
+    runs_here = _runner_kind(settings) == "in-process"
+    maintenance = maintenance_for(settings, memory, indexer, owns_runs=runs_here)
+    keys = key_store_for(settings) if settings.auth.enabled else None
+    return ServerParts(indexer, keys, maintenance, task_runner_for(settings, maintenance))

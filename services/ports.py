@@ -1,18 +1,27 @@
-"""Ports: one small Protocol per capability. The core and the use cases know only these;
-`bootstrap.py` is the only place that picks the adapters behind them."""
+"""Ports: small Protocols split by caller. The use cases in `services/app` know only these;
+`bootstrap.py` is the only place that picks the adapters behind them.
+
+The row store is one adapter with four callers, so it has four ports: `RowReader` (the read
+path and the use cases), `ProjectionTarget` (the projector writes batches with a checkpoint),
+`RowScan` (maintenance reads a tenant's active rows), and the write path's lookups
+(`services.core.write_path`). `RowStore` is their union, what an adapter implements. The judge's
+port is defined by the policies that call it (`services.core.maintenance.judging.Judge`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
 from schemas.events import Event, LoggedEvent
 from schemas.rows import Row, RowChange
+from services.core.keys import ApiKey
 from services.core.scope import Scope
+from services.core.write_path import RowMutation, SkippedDocument
 
 
 @dataclass(frozen=True)
@@ -50,23 +59,9 @@ class EventLog(Protocol):
     def close(self) -> None: ...
 
 
-@dataclass(frozen=True)
-class RowMutation:
-    """What a projected event does to the row store: a new row, or a state step of one."""
+class RowReader(Protocol):
+    """What the read path and the use cases read of rows."""
 
-    row: Row
-    change: RowChange
-
-
-@dataclass(frozen=True)
-class SkippedDocument:
-    row_id: str
-    position: int
-    reason: str  # "empty" | "duplicate_text" | "duplicate_source"
-    duplicate_of: str | None = None
-
-
-class RowStore(Protocol):
     def get(self, row_id: str) -> Row | None: ...
 
     def get_many(self, row_ids: Sequence[str]) -> dict[str, Row]: ...
@@ -80,26 +75,42 @@ class RowStore(Protocol):
 
     def skipped(self, row_id: str) -> SkippedDocument | None: ...
 
-    def find_source(self, tenant: str, source: str, source_id: str) -> str | None: ...
-
-    def find_active_text(self, tenant: str, author_scope: str, content_hash: str) -> str | None: ...
-
     def recent(self, scope: Scope, exclude: Sequence[str], limit: int) -> list[RowHead]:
         """Rows in scope, most recently ingested first (fills the recency reserve)."""
 
     def inactive_at(self, tenant: str, known_at: datetime) -> frozenset[str]:
         """Rows ingested by known_at whose state at known_at was not active."""
 
-    def apply(
-        self, mutations: Sequence[RowMutation], skipped: Sequence[SkippedDocument], position: int
-    ) -> None:
-        """Write one projected batch and the position it reaches, atomically."""
-
-    def applied_position(self) -> int: ...
+    def applied_position(self) -> int:
+        """The log position the stored rows reflect (the projections' checkpoint)."""
 
     def count(self, tenant: str | None = None) -> dict[str, int]: ...
 
+
+class RowScan(Protocol):
+    """Maintenance reads every row of a scope at once (its candidates)."""
+
+    def in_scope(self, scope: Scope, limit: int = 1_000_000) -> list[Row]: ...
+
+
+class ProjectionTarget(Protocol):
+    """What the projector writes: one batch and the position it reaches, atomically."""
+
+    def apply(
+        self, mutations: Sequence[RowMutation], skipped: Sequence[SkippedDocument], position: int
+    ) -> None: ...
+
+    def applied_position(self) -> int: ...
+
     def reset(self) -> None: ...
+
+
+class RowStore(RowReader, RowScan, ProjectionTarget, Protocol):
+    """The whole surface of a row-store adapter (with the write path's lookups)."""
+
+    def find_source(self, tenant: str, source: str, source_id: str) -> str | None: ...
+
+    def find_active_text(self, tenant: str, author_scope: str, content_hash: str) -> str | None: ...
 
     def close(self) -> None: ...
 
@@ -150,6 +161,8 @@ class Embedder(Protocol):
 
 
 class EventFeed(Protocol):
+    """A cursor over the log that a group of indexer processes shares (a Kafka consumer group)."""
+
     def poll(self, max_records: int, timeout_s: float) -> list[LoggedEvent]: ...
 
     def seek(self, position: int) -> None:
@@ -157,5 +170,69 @@ class EventFeed(Protocol):
 
     def commit(self, position: int) -> None:
         """Every event up to `position` is applied."""
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class Subscribable(Protocol):
+    """A log that indexer processes can follow as a group (the Kafka log)."""
+
+    def subscribe(self, group_id: str, checkpoint: Callable[[], int], max_poll_records: int = 256) -> EventFeed: ...
+
+
+@dataclass
+class BatchStats:
+    """What one projection batch (or a whole catch-up) did."""
+
+    events: int = 0
+    rows_added: int = 0
+    state_changes: int = 0
+    skipped: int = 0
+    seconds: float = 0.0
+
+
+class Projection(Protocol):
+    """How far the projections have applied the log, and how to move them on. The projector
+    implements it in the process that projects; a follower in processes that only read."""
+
+    @property
+    def applied(self) -> int: ...
+
+    def wait_for(self, position: int, timeout: float) -> bool:
+        """True once `position` is applied, False when `timeout` seconds pass first."""
+
+    def catch_up(self, progress: Callable | None = None) -> BatchStats:
+        """Apply (or wait for the indexers to apply) everything up to the log head now."""
+
+    def apply(self, events: Sequence[LoggedEvent]) -> BatchStats:
+        """Project one batch of events (refused where this process does not project)."""
+
+
+class TaskRunner(Protocol):
+    """Where maintenance jobs run: a thread of this process, or Celery workers."""
+
+    def start(self, job: str, tenant: str, params: dict, requested_by: str) -> str:
+        """Queue `job` ("consolidate", "refine", "revert") with `params`; return its run id at once."""
+
+    def close(self) -> None: ...
+
+
+class KeyStore(Protocol):
+    """API keys: the authenticator verifies them, admins create, list and revoke them."""
+
+    def create(self, tenant: str, principal: str, role: str, actor: str, groups: Sequence[str] = (),
+               name: str = "", unrestricted: bool = False) -> tuple[ApiKey, str]:
+        """A new key and its token; the token is returned here and never again."""
+
+    def get(self, key_id: str) -> ApiKey | None: ...
+
+    def list(self, tenant: str | None = None, include_revoked: bool = True) -> list[ApiKey]: ...
+
+    def count_active(self) -> int: ...
+
+    def revoke(self, key_id: str, actor: str, tenant: str | None = None) -> ApiKey: ...
+
+    def verify(self, token: str, cached_only: bool = False) -> ApiKey | None: ...
 
     def close(self) -> None: ...

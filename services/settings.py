@@ -122,6 +122,10 @@ class Settings(BaseSettings):
     cluster: ClusterSettings = Field(default_factory=ClusterSettings)
     # Folders whose files the connector API may read (default: <data_dir>/inbox).
     connector_roots: list[Path] = Field(default_factory=list)
+    # Where admin maintenance jobs run: "in-process" (a thread of the server) or "celery" (the
+    # workers of workers/maintenance, over cluster.redis_url). Default: in-process in the embedded
+    # profile, celery in the cluster profile.
+    task_runner: Literal["in-process", "celery"] | None = None
     judge_base_url: str | None = None
     judge_model: str | None = None
     judge_api_key: SecretStr | None = None

@@ -23,9 +23,9 @@ def free_port() -> int:
 def create_key(data_dir: Path, role: str = "admin", tenant: str = "default", principal: str = "test-admin",
                groups: tuple[str, ...] = (), unrestricted: bool | None = None) -> str:
     """A fresh API key in a data folder's key store; the token to send as 'Authorization: Bearer'."""
-    from services.adapters.key_store.sqlite import KeyStore
+    from services.adapters.key_store.sqlite import SqliteKeyStore
 
-    store = KeyStore(Path(data_dir) / "keys.sqlite")
+    store = SqliteKeyStore(Path(data_dir) / "keys.sqlite")
     try:
         unrestricted = role == "admin" if unrestricted is None else unrestricted
         return store.create(tenant, principal, role, "tests", groups=groups, unrestricted=unrestricted)[1]

@@ -24,8 +24,8 @@ from bench.retrieval.datasets import Dataset, Group
 from schemas.documents import DocumentIn
 from services.app.memory import Memory
 from services.core.caller import Caller
+from services.core.retrieval_config import RetrievalConfig
 from services.core.scope import Scope
-from services.core.text import content_terms, tag_candidates
 from services.core.write_rules import row_id_for
 
 # 2: the query encoder's export changed (eager attention), so its questions fetch slightly other legs.
@@ -122,8 +122,9 @@ def gold_rows(memory: Memory, tenant: str, source: str, source_ids: tuple[str, .
     out = []
     for sid in source_ids:
         rid = row_id_for(tenant, DocumentIn(text="-", source=source, source_id=sid))
-        if memory.rows.get(rid) is None:
-            skipped = memory.rows.skipped(rid)
+        if memory.stored_row(rid) is None:
+            # Memory has no public read of the skip records yet.
+            skipped = memory.skipped(rid)
             rid = skipped.duplicate_of if skipped and skipped.duplicate_of else None
         if rid is not None:
             out.append(rid)
@@ -131,9 +132,8 @@ def gold_rows(memory: Memory, tenant: str, source: str, source_ids: tuple[str, .
 
 
 def _group_rows(memory: Memory, tenant: str) -> GroupRows:
-    # Rows of a tenant in ingest order; `recent` with a large limit lists them all (newest first).
-    rows = memory.rows.recent(Scope(tenant=tenant), exclude=[], limit=10**7)[::-1]
-    vectors = memory.vectors.vectors([r.row_id for r in rows])
+    rows = memory.rows_in_scope(Scope(tenant=tenant))  # in ingest order
+    vectors = memory.stored_vectors([r.row_id for r in rows])
     rows = [r for r in rows if r.row_id in vectors]
     matrix = np.stack([vectors[r.row_id] for r in rows]).astype(np.float32) if rows else np.zeros((0, 0), np.float32)
     return GroupRows([r.row_id for r in rows], [r.thread for r in rows],
@@ -141,23 +141,19 @@ def _group_rows(memory: Memory, tenant: str) -> GroupRows:
 
 
 def fetch_candidates(memory: Memory, dataset: Dataset, candidates: int = 200) -> Candidates:
-    """Each question's three legs (disjunctive BM25, tags, vectors; C rows each) in its own scope."""
+    """Each question's three legs (disjunctive BM25, tags, vectors; C rows each) in its own scope,
+    as the read path fetches them (`Memory.query`, asked for no rows)."""
+    legs_only = RetrievalConfig(candidates=candidates, conjunctive=False, k=0, reserve=0, selector="rrf")
     groups = {g.key: _group_rows(memory, g.key) for g in dataset.groups}
-    queries = memory.retriever.embedder.encode([q.text for q in dataset.questions])
     out, dropped = [], dict(dataset.dropped)
-    for q, qv in zip(dataset.questions, queries):
+    for q in dataset.questions:
         gold = gold_rows(memory, q.group, dataset.source, q.gold)
         if not gold:
             dropped["questions whose gold rows were not stored"] = dropped.get("questions whose gold rows were not stored", 0) + 1
             continue
-        scope = Scope(tenant=q.group)
-        legs = {
-            "lex": memory.lexical.search_text(content_terms(q.text), scope, candidates, False),
-            "tag": memory.lexical.search_tags(tag_candidates(q.text), scope, candidates),
-            "vec": memory.vectors.search(qv, scope, candidates),
-        }
-        out.append(QuestionCandidates(q.qid, q.category, q.group, np.asarray(qv, np.float32),
-                                      {leg: [(h.row_id, h.score) for h in hits] for leg, hits in legs.items()}, gold))
+        found = memory.query(q.text, Scope(tenant=q.group), legs_only)
+        out.append(QuestionCandidates(q.qid, q.category, q.group, np.asarray(found.query_vector, np.float32),
+                                      found.legs, gold))
     return Candidates(dataset.name, candidates, groups, out, dropped)
 
 

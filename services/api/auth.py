@@ -11,28 +11,18 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
-from fastapi.concurrency import run_in_threadpool
+from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from services.adapters.key_store.sqlite import KeyRequestError, KeyStore, check_name
+from services.api.problems import ApiProblem
 from services.api.ratelimit import RateLimiter, storage_url
-from services.app.audit import record_admin_action
 from services.core.caller import Caller
+from services.core.keys import KeyRequestError, check_name
 from services.errors import BackendUnavailable, OrgmemError
+from services.ports import KeyStore
 
 ROLE_RANK = {"reader": 0, "writer": 1, "admin": 2}
 _BEARER = HTTPBearer(auto_error=False, description="An orgmem API key (om_...) or an OIDC access token")
-
-
-class ApiProblem(StarletteHTTPException):
-    """An HTTP error with its own problem title, type and headers (WWW-Authenticate, Retry-After)."""
-
-    def __init__(self, status: int, title: str, detail: str, kind: str, headers: dict[str, str] | None = None):
-        super().__init__(status_code=status, detail=detail, headers=headers)
-        self.title, self.kind = title, kind
 
 
 def unauthorized(detail: str) -> ApiProblem:
@@ -172,76 +162,3 @@ def require_role(role: str):
         return caller
 
     return check
-
-
-# --- key management over the API (admin of the caller's own tenant) ---------------------------
-admin_router = APIRouter(tags=["admin"])
-Admin = Annotated[Caller, Depends(require_role("admin"))]
-
-
-class KeyCreateRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    principal: str = Field(min_length=1, max_length=128)
-    role: str = Field(pattern="^(reader|writer|admin)$")
-    groups: list[str] = Field(default_factory=list, max_length=100)
-    name: str = Field(default="", max_length=200)
-    unrestricted: bool = Field(default=False, description="admin only: read every row of the tenant")
-
-
-class KeyInfo(BaseModel):
-    key_id: str
-    tenant: str
-    principal: str
-    groups: list[str]
-    role: str
-    unrestricted: bool
-    name: str
-    created_at: str
-    created_by: str
-    revoked_at: str | None
-    revoked_by: str | None
-
-
-class KeyCreateResponse(BaseModel):
-    key: KeyInfo
-    token: str = Field(description="The secret, shown this once; store it now.")
-
-
-class KeyListResponse(BaseModel):
-    keys: list[KeyInfo]
-
-
-def _store(request: Request) -> KeyStore:
-    keys = request.app.state.orgmem.auth.keys
-    if keys is None:
-        raise ApiProblem(503, "Keys unavailable", "this server has no key store", "dependency-unavailable")
-    return keys
-
-
-@admin_router.get("/v1/admin/keys", operation_id="list_keys", response_model=KeyListResponse)
-def list_keys(request: Request, caller: Admin) -> KeyListResponse:
-    return KeyListResponse(keys=[KeyInfo(**k.public()) for k in _store(request).list(tenant=caller.tenant)])
-
-
-@admin_router.post("/v1/admin/keys", operation_id="create_key", response_model=KeyCreateResponse, status_code=201)
-async def create_key(body: KeyCreateRequest, request: Request, caller: Admin) -> KeyCreateResponse:
-    store = _store(request)
-    try:
-        key, token = await run_in_threadpool(store.create, caller.tenant, body.principal, body.role, caller.name,
-                                             body.groups, body.name, body.unrestricted)
-    except KeyRequestError as exc:
-        raise ApiProblem(422, "Invalid request", str(exc), "invalid-request") from None
-    record_admin_action(request.app.state.orgmem.memory.log, caller.tenant, "key.created", caller.name,
-                        key.audit_details())
-    return KeyCreateResponse(key=KeyInfo(**key.public()), token=token)
-
-
-@admin_router.delete("/v1/admin/keys/{key_id}", operation_id="revoke_key", response_model=KeyInfo)
-def revoke_key(key_id: str, request: Request, caller: Admin) -> KeyInfo:
-    try:
-        key = _store(request).revoke(key_id, caller.name, tenant=caller.tenant)
-    except KeyRequestError as exc:
-        raise ApiProblem(404, "Not found", str(exc), "not-found") from None
-    record_admin_action(request.app.state.orgmem.memory.log, caller.tenant, "key.revoked", caller.name,
-                        {"key_id": key.key_id, "principal": key.principal, "role": key.role})
-    return KeyInfo(**key.public())

@@ -1,24 +1,52 @@
-"""RFC 9457 problem details for every error the API returns; never a stack trace."""
+"""RFC 9457 problem details for every error the API returns, from one table; never a stack trace.
+
+Routes and dependencies raise; `ERRORS` says how each exception class answers, and one handler
+(`answer`) renders it. The most specific class in an exception's MRO wins.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from services.errors import BackendUnavailable, NotFound, NotReady, OrgmemError
+from services.app.maintenance import RunConflict
+from services.core.keys import KeyRequestError
+from services.errors import BackendUnavailable, Conflict, Invalid, NotFound, NotReady, OrgmemError
 
 log = logging.getLogger(__name__)
 
 PROBLEM_TYPE = "https://orgmem.dev/problems/"
 
 
-def problem(status: int, title: str, detail: str, kind: str, headers: dict | None = None, **extra) -> JSONResponse:
-    body = {"type": PROBLEM_TYPE + kind, "title": title, "status": status, "detail": detail, **extra}
-    return JSONResponse(body, status_code=status, media_type="application/problem+json", headers=headers)
+class ApiProblem(StarletteHTTPException):
+    """An HTTP error with its own problem title, type and headers (WWW-Authenticate, Retry-After)."""
+
+    def __init__(self, status: int, title: str, detail: str, kind: str, headers: dict[str, str] | None = None):
+        super().__init__(status_code=status, detail=detail, headers=headers)
+        self.title, self.kind = title, kind
+
+
+def invalid_request(detail: str) -> ApiProblem:
+    """A request that passed its model but not a server-side limit (422, like a model error)."""
+    return ApiProblem(422, "Invalid request", detail, "invalid-request")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How one exception class answers. `detail` and `extra` read the exception (and the request)."""
+
+    status: int
+    title: str
+    kind: str
+    headers: dict[str, str] = field(default_factory=dict)
+    detail: Callable[[Exception], str] = str
+    extra: Callable[[Exception, Request | None], dict] = lambda exc, request: {}
 
 
 def _field_errors(exc: RequestValidationError) -> list[dict]:
@@ -29,34 +57,66 @@ def _field_errors(exc: RequestValidationError) -> list[dict]:
     return errors
 
 
+def _validation_detail(exc: RequestValidationError) -> str:
+    return "; ".join(f"{e['field']}: {e['problem']}" for e in _field_errors(exc)[:10])
+
+
+def _path_run_id(_: Exception, request: Request | None) -> dict:
+    # Only the revert route checks a run before queueing; its path names the run.
+    run_id = request.path_params.get("run_id") if request is not None else None
+    return {"run_id": run_id} if run_id else {}
+
+
+BAD_REQUEST = Rule(400, "Request cannot be served", "bad-request")
+INTERNAL = Rule(500, "Internal error", "internal", detail=lambda _: "the server failed to handle this request; see its log")
+
+# The one map. A value is a Rule, or a function of the exception for classes that carry their own status.
+ERRORS: dict[type[Exception], Rule | Callable[[Exception], Rule]] = {
+    RequestValidationError: Rule(422, "Invalid request", "invalid-request", detail=_validation_detail,
+                                 extra=lambda exc, _: {"errors": _field_errors(exc)}),
+    ApiProblem: lambda exc: Rule(exc.status_code, exc.title, exc.kind, dict(exc.headers or {}),
+                                 detail=lambda e: str(e.detail)),
+    StarletteHTTPException: lambda exc: Rule(exc.status_code, "Request failed", f"http-{exc.status_code}",
+                                             detail=lambda e: str(e.detail)),
+    KeyRequestError: Rule(422, "Invalid request", "invalid-request"),  # a key request's fields, as a model error
+    NotFound: Rule(404, "Not found", "not-found"),
+    RunConflict: Rule(409, "Run cannot be reverted", "conflict", extra=_path_run_id),
+    Conflict: Rule(409, "Conflict", "conflict"),
+    NotReady: Rule(503, "Not indexed yet", "not-indexed", {"Retry-After": "1"}, extra=lambda *_: {"retry_after_s": 1}),
+    BackendUnavailable: Rule(503, "Dependency unavailable", "dependency-unavailable",
+                             extra=lambda exc, _: {"component": exc.component}),
+    Invalid: BAD_REQUEST,
+    OrgmemError: BAD_REQUEST,  # storage failures too, for now: they become 5xx in a later change
+}
+
+
+def problem(status: int, title: str, detail: str, kind: str, headers: dict | None = None, **extra) -> JSONResponse:
+    body = {"type": PROBLEM_TYPE + kind, "title": title, "status": status, "detail": detail, **extra}
+    return JSONResponse(body, status_code=status, media_type="application/problem+json", headers=headers)
+
+
+def rule_for(exc: Exception) -> Rule:
+    for cls in type(exc).__mro__:
+        entry = ERRORS.get(cls)
+        if entry is not None:
+            return entry if isinstance(entry, Rule) else entry(exc)
+    return INTERNAL
+
+
+def respond(exc: Exception, request: Request | None = None) -> JSONResponse:
+    """The problem response of an exception; also for middleware, which runs outside the handlers."""
+    rule = rule_for(exc)
+    if rule is INTERNAL:
+        method, path = (request.method, request.url.path) if request is not None else ("?", "?")
+        log.error("unhandled error on %s %s", method, path, exc_info=exc)
+    return problem(rule.status, rule.title, rule.detail(exc), rule.kind, headers=rule.headers or None,
+                   **rule.extra(exc, request))
+
+
+async def answer(request: Request, exc: Exception) -> JSONResponse:
+    return respond(exc, request)
+
+
 def install(app: FastAPI) -> None:
-    @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError):
-        errors = _field_errors(exc)
-        detail = "; ".join(f"{e['field']}: {e['problem']}" for e in errors[:10])
-        return problem(422, "Invalid request", detail, "invalid-request", errors=errors)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException):
-        return problem(exc.status_code, "Request failed", str(exc.detail), f"http-{exc.status_code}")
-
-    @app.exception_handler(NotFound)
-    async def _not_found(_: Request, exc: NotFound):
-        return problem(404, "Not found", str(exc), "not-found")
-
-    @app.exception_handler(NotReady)
-    async def _not_ready(_: Request, exc: NotReady):
-        return problem(503, "Not indexed yet", str(exc), "not-indexed", headers={"Retry-After": "1"}, retry_after_s=1)
-
-    @app.exception_handler(BackendUnavailable)
-    async def _unavailable(_: Request, exc: BackendUnavailable):
-        return problem(503, "Dependency unavailable", str(exc), "dependency-unavailable", component=exc.component)
-
-    @app.exception_handler(OrgmemError)
-    async def _orgmem(_: Request, exc: OrgmemError):
-        return problem(400, "Request cannot be served", str(exc), "bad-request")
-
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception):
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return problem(500, "Internal error", "the server failed to handle this request; see its log", "internal")
+    for cls in (*ERRORS, Exception):  # Exception: Starlette's last resort, answered 500 from the same map
+        app.add_exception_handler(cls, answer)

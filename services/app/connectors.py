@@ -57,7 +57,7 @@ def run_connector(
 
         report = run_tickets(paths, sink, state, **options)
     elif kind == "csv":
-        from services.connectors.tickets import CsvMapping, run_csv
+        from services.connectors.tickets.csv import CsvMapping, run_csv
 
         mapping = options.pop("mapping")
         report = run_csv(paths, mapping if isinstance(mapping, CsvMapping) else CsvMapping(**mapping), sink, state, **options)

@@ -14,18 +14,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from schemas.events import LoggedEvent
-from services.app.projection import BatchStats, Projector
 from services.errors import OrgmemError
-from services.ports import EventFeed, EventLog
+from services.ports import BatchStats, EventFeed, EventLog, Projection
 
 log = logging.getLogger(__name__)
 
 
 class IndexerThread(threading.Thread):
-    def __init__(self, projector: Projector, poll_s: float = 0.2):
+    def __init__(self, projector: Projection, poll_s: float = 0.2):
         super().__init__(name="orgmem-indexer", daemon=True)
         self.projector, self.poll_s = projector, poll_s
         self._stop_event, self._wake = threading.Event(), threading.Event()
@@ -80,9 +80,10 @@ class LogFeed:
 
 
 class GroupIndexer:
-    def __init__(self, projector: Projector, feed: EventFeed, batch: int = 256, poll_s: float = 0.5,
-                 heartbeat: Path | None = None):
+    def __init__(self, projector: Projection, feed: EventFeed, checkpoint: Callable[[], int], batch: int = 256,
+                 poll_s: float = 0.5, heartbeat: Path | None = None):
         self.projector, self.feed, self.batch, self.poll_s = projector, feed, batch, poll_s
+        self.checkpoint = checkpoint
         # Touched after every loop turn: a container health check reads its age.
         self.heartbeat = heartbeat
         self._fed_up_to: int | None = None  # position the feed will continue after
@@ -92,7 +93,7 @@ class GroupIndexer:
 
     def step(self) -> BatchStats:
         """One batch: resynchronise with the checkpoint, poll, apply, commit."""
-        checkpoint = self.projector.rows.applied_position()  # a writer finishes a pending batch here
+        checkpoint = self.checkpoint()  # the row store's: a writer finishes a pending batch here
         if self._fed_up_to != checkpoint:
             self.feed.seek(checkpoint)
             self._fed_up_to = checkpoint

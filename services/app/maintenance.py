@@ -4,16 +4,18 @@ A run reads one tenant's projections, asks a judge, and appends what the pure pl
 `services.core.maintenance` return; it never writes a projection itself. Every run is framed by
 MaintenanceRunStarted / MaintenanceRunFinished in the log, every decision event carries the run
 id, the judge and a reason, and the list of runs is a fold over the log, so it survives restarts
-and a rebuild (`services.app.maintenance_runs`). The in-process runner and the Celery tasks both call this module (through
-`workers.maintenance.jobs`).
+and a rebuild (`services.app.maintenance_runs`). The in-process runner and the Celery tasks both
+call this module through `services.app.task_runner.run_job`.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from types import SimpleNamespace
+from typing import Literal
 
 from schemas.documents import DocumentIn
 from schemas.events import (
@@ -33,7 +35,6 @@ from services.app.maintenance_runs import (
     new_run_id,
 )
 from services.app.memory import Memory
-from services.app.projection import embedding_text
 from services.core.maintenance import (
     Budget,
     IncompatibleAccess,
@@ -46,18 +47,25 @@ from services.core.maintenance import (
 )
 from services.core.maintenance.consolidation import DEFAULT_TAU, Neighbours
 from services.core.scope import Scope
-from services.errors import NotFound, NotReady, OrgmemError
+from services.core.write_path import embedding_text
+from services.errors import Conflict, NotFound, NotReady, OrgmemError
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[dict], None]
 
 
+def runner_name() -> str:
+    """Which process runs a run, recorded with its start, so that an operator (and a test) can
+    tell a Celery worker's runs from the server's own. Read per run: a forked worker has its own pid."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 class RunNotFound(NotFound):
     pass
 
 
-class RunConflict(OrgmemError):
+class RunConflict(Conflict):
     """The run cannot be reverted (still running, already reverted, or later runs built on it)."""
 
 
@@ -96,44 +104,62 @@ class MaintenanceService:
     """
 
     def __init__(self, memory: Memory, judge: Judge | None = None, *, indexer=None, batch_events: int = 64,
-                 neighbours: int = 20, projection_timeout_s: float = 300.0, tracker: RunTracker | None = None):
+                 neighbours: int = 20, projection_timeout_s: float = 300.0, tracker: RunTracker | None = None,
+                 owns_runs: bool = False):
         self.memory, self.judge, self.indexer = memory, judge, indexer
         self.batch_events, self.neighbours, self.projection_timeout_s = batch_events, neighbours, projection_timeout_s
         self.tracker = tracker or RunTracker()
         self.ledger = RunLedger(memory)
+        # This process runs maintenance for its memory, so a run the log shows running with no
+        # live process is one a stop interrupted (see recover()).
+        self._owns_runs, self._recovered = owns_runs, False
+
+    def recover(self) -> list[str]:
+        """Once, where this process owns the runs: record interrupted runs as failed."""
+        if not self._owns_runs or self._recovered:
+            return []
+        self._recovered = True
+        interrupted = self.fail_interrupted()
+        if interrupted:
+            log.warning("maintenance runs %s were interrupted by a stop; recorded as failed", interrupted)
+        return interrupted
+
+    def close(self) -> None:
+        close = getattr(self.judge, "close", None)
+        if close is not None:
+            close()
 
     # --- projections -------------------------------------------------------------------------
     def sync(self, position: int | None = None) -> None:
         """Return once the projections have applied `position` (default: the log head)."""
-        position = self.memory.log.head() if position is None else position
+        position = self.memory.head() if position is None else position
         indexer = self.indexer
         if indexer is not None and indexer.is_alive():
             indexer.wake()
-            if not self.memory.projector.wait_for(position, self.projection_timeout_s):
+            if not self.memory.wait_for(position, self.projection_timeout_s):
                 raise NotReady(f"maintenance: position {position} not indexed within {self.projection_timeout_s:g} s")
         else:
             self.memory.catch_up()
 
     def active_rows(self, tenant: str) -> list[Row]:
-        return self.memory.rows.in_scope(Scope(tenant=tenant))  # type: ignore[attr-defined]
+        return self.memory.rows_in_scope(Scope(tenant=tenant))
 
     def neighbours_fn(self, tenant: str, m: int) -> Neighbours:
         """row id -> its m nearest active rows of the same tenant, by the row's own stored vector."""
         scope = Scope(tenant=tenant)
 
         def neighbours(row_id: str) -> list[tuple[str, float]]:
-            vector = self.memory.vectors.vectors([row_id]).get(row_id)
+            vector = self.memory.stored_vectors([row_id]).get(row_id)
             if vector is None:
                 return []
-            return [(h.row_id, h.score) for h in self.memory.vectors.search(vector, scope, m + 1) if h.row_id != row_id]
+            return [(rid, score) for rid, score in self.memory.nearest(vector, scope, m + 1) if rid != row_id]
 
         return neighbours
 
     def _neighbours_of_document(self, tenant: str, document: DocumentIn, m: int) -> list[tuple[str, float]]:
         # A derived row is not indexed yet while the run goes on; embed it as the indexer will.
-        text = embedding_text(SimpleNamespace(title=document.title, text=document.text))  # type: ignore[arg-type]
-        vector = self.memory.embedder.encode([text])[0]
-        return [(h.row_id, h.score) for h in self.memory.vectors.search(vector, Scope(tenant=tenant), m)]
+        vector = self.memory.embed([embedding_text(document.title, document.text)])[0]
+        return self.memory.nearest(vector, Scope(tenant=tenant), m)
 
     # --- runs ---------------------------------------------------------------------------------
     def _judge(self) -> Judge:
@@ -146,12 +172,12 @@ class MaintenanceService:
         if run_id in self.ledger.refresh():
             raise RunConflict(f"run_id: run {run_id} exists already")
         self.memory.append([MaintenanceRunStarted(tenant=tenant, run_id=run_id, job=job, params=params,
-                                                  judge=judge, requested_by=requested_by)])
+                                                  judge=judge, requested_by=requested_by, runner=runner_name())])
         return run_id
 
-    def _finish(self, tenant: str, run_id: str, status: str, summary: dict) -> RunInfo:
+    def _finish(self, tenant: str, run_id: str, status: Literal["finished", "failed"], summary: dict) -> RunInfo:
         logged = self.memory.append([MaintenanceRunFinished(tenant=tenant, run_id=run_id, status=status,
-                                                            summary=summary)])  # type: ignore[arg-type]
+                                                            summary=summary)])
         self.sync(logged[-1].position)
         return self.run(run_id)
 
@@ -276,6 +302,7 @@ class MaintenanceService:
     # --- listing ------------------------------------------------------------------------------
     def runs(self, tenant: str | None = None) -> list[RunInfo]:
         """Every run, oldest first: the log's fold, with progress and queued runs of this process."""
+        self.recover()
         logged = self.ledger.refresh()
         merged: dict[str, RunInfo] = {}
         for run_id, live in self.tracker.snapshot().items():
@@ -315,8 +342,8 @@ class MaintenanceService:
     def run_events(self, run: RunInfo) -> Iterator[Event]:
         """The decision events of a run, in log order."""
         after = (run.started_position or 1) - 1
-        end = run.finished_position or self.memory.log.head()
-        while after < end and (batch := self.memory.log.read(after, READ_BATCH)):
+        end = run.finished_position or self.memory.head()
+        while after < end and (batch := self.memory.read_log(after, READ_BATCH)):
             for logged in batch:
                 event = logged.event
                 if logged.position <= end and isinstance(event, DECISION_EVENTS) and event.run_id == run.run_id:
@@ -331,7 +358,7 @@ class MaintenanceService:
             raise RunConflict(f"run {run_id} was reverted already (by {run.reverted_by})")
         if run.job == "revert":
             raise RunConflict(f"run {run_id} is itself a revert; a revert is not reverted")
-        touched = {e.row_id for e in self.run_events(run)}  # type: ignore[union-attr]
+        touched = {e.row_id for e in self.run_events(run)}
         later = self._later_changes(run, touched)
         if later:
             raise RunConflict(f"run {run_id}: rows it changed were changed again by later runs "
@@ -341,7 +368,7 @@ class MaintenanceService:
     def _later_changes(self, run: RunInfo, touched: set[str]) -> set[str]:
         runs = self.ledger.refresh()
         after, found = run.finished_position or 0, set()
-        while touched and (batch := self.memory.log.read(after, READ_BATCH)):
+        while touched and (batch := self.memory.read_log(after, READ_BATCH)):
             for logged in batch:
                 event = logged.event
                 if not isinstance(event, DECISION_EVENTS) or event.run_id in (None, run.run_id):
@@ -368,7 +395,7 @@ class MaintenanceService:
             progress({"phase": "reverting", "events": len(inverse)})
         logged = self.memory.append([
             MaintenanceRunStarted(tenant=run.tenant, run_id=revert_id, job="revert", params={"reverts": run_id},
-                                  requested_by=requested_by),
+                                  requested_by=requested_by, runner=runner_name()),
             *inverse,
             MaintenanceRunFinished(tenant=run.tenant, run_id=revert_id, status="finished",
                                    summary={"reverts": run_id, "events": len(inverse)}),
@@ -383,7 +410,7 @@ class MaintenanceService:
 
 def active_set(memory: Memory, tenant: str) -> dict[str, str | None]:
     """The tenant's active rows and what supersedes each: what a revert must give back."""
-    return {row.row_id: row.superseded_by for row in memory.rows.in_scope(Scope(tenant=tenant))}  # type: ignore[attr-defined]
+    return {row.row_id: row.superseded_by for row in memory.rows_in_scope(Scope(tenant=tenant))}
 
 
 __all__ = [

@@ -36,6 +36,7 @@ class RunInfo:
     params: dict = field(default_factory=dict)
     judge: str = ""
     requested_by: str = ""
+    runner: str = ""
     started_at: datetime | None = None
     finished_at: datetime | None = None
     started_position: int | None = None
@@ -65,10 +66,13 @@ class RunTracker:
         self._runs: dict[str, RunInfo] = {}
         self._live: set[str] = set()
 
-    def queued(self, run_id: str, job: str, tenant: str, params: dict, requested_by: str) -> None:
+    def queued(self, run_id: str, job: str, tenant: str, params: dict, requested_by: str, live: bool = True) -> None:
+        """live=False: another process runs it (a Celery worker); the log, once it shows the run,
+        is the only word on its status."""
         with self._lock:
             self._runs[run_id] = RunInfo(run_id, job, tenant, "queued", dict(params), requested_by=requested_by)
-            self._live.add(run_id)
+            if live:
+                self._live.add(run_id)
 
     def progress(self, run_id: str, progress: dict) -> None:
         with self._lock:
@@ -105,7 +109,7 @@ class RunLedger:
 
     def refresh(self) -> dict[str, RunInfo]:
         with self._lock:
-            while batch := self.memory.log.read(self._after, READ_BATCH):
+            while batch := self.memory.read_log(self._after, READ_BATCH):
                 for logged in batch:
                     self._fold(logged)
                 self._after = batch[-1].position
@@ -116,7 +120,7 @@ class RunLedger:
         if isinstance(event, MaintenanceRunStarted):
             self._runs[event.run_id] = RunInfo(
                 event.run_id, event.job, event.tenant, "running", dict(event.params), event.judge,
-                event.requested_by, started_at=logged.appended_at, started_position=logged.position,
+                event.requested_by, event.runner, started_at=logged.appended_at, started_position=logged.position,
             )  # fmt: skip
         elif isinstance(event, MaintenanceRunFinished) and event.run_id in self._runs:
             run = self._runs[event.run_id]

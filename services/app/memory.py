@@ -1,25 +1,35 @@
-"""Use cases of orgmem over the ports: ingest, query, read a row or a thread, stats, rebuild.
+"""Use cases of orgmem over the ports: ingest, query, read a row or a thread, stats, rebuild,
+and the reads maintenance makes.
 
-The API, the CLI, the connectors and the maintenance jobs all go through this one object.
+The API, the CLI, the connectors and the maintenance jobs all go through this one object; it
+keeps its ports to itself. `bootstrap.py` builds it, with the projection (the projector in the
+process that projects, a follower elsewhere) already chosen.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from schemas.documents import DocumentIn
 from schemas.events import DocumentObserved, Event, LoggedEvent
 from schemas.rows import Row, RowChange
-from services.app.projection import Projector
 from services.app.retrieval import Retrieval, Retriever
 from services.core.caller import Caller
 from services.core.retrieval_config import PRESETS, RetrievalConfig
 from services.core.scope import PUBLIC_ACL, Scope, acl_tokens
+from services.core.write_path import SkippedDocument
 from services.core.write_rules import row_id_for
 from services.errors import NotFound, NotReady, OrgmemError
-from services.ports import Embedder, EventLog, LexicalIndex, RowStore, VectorIndex
+from services.ports import (
+    Embedder,
+    EventLog,
+    LexicalIndex,
+    Projection,
+    RowStore,
+    VectorIndex,
+)
 
 log = logging.getLogger(__name__)
 
@@ -39,28 +49,24 @@ def append_documents(event_log: EventLog, documents: Sequence[DocumentIn], calle
 
 
 class Memory:
-    def __init__(
-        self,
-        log_: EventLog,
-        rows: RowStore,
-        lexical: LexicalIndex,
-        vectors: VectorIndex,
-        embedder: Embedder,
-        config: RetrievalConfig,
-        indexer_batch: int = 256,
-        query_embedder: Embedder | None = None,
-    ):
-        self.log, self.rows, self.lexical, self.vectors, self.embedder = log_, rows, lexical, vectors, embedder
+    def __init__(self, log_: EventLog, rows: RowStore, lexical: LexicalIndex, vectors: VectorIndex,
+                 embedder: Embedder, projection: Projection, retriever: Retriever, config: RetrievalConfig):
+        self._log, self._rows, self._lexical, self._vectors = log_, rows, lexical, vectors
+        self._embedder, self._retriever = embedder, retriever
+        self.projection = projection
         self.config = config
-        self.projector = Projector(log_, rows, lexical, vectors, embedder, batch_size=indexer_batch)
-        self.retriever = Retriever(rows, lexical, vectors, query_embedder or embedder)
 
     # --- write path -------------------------------------------------------------------------
     def ingest(self, documents: Sequence[DocumentIn], caller: Caller = Caller()) -> IngestResult:
-        return append_documents(self.log, documents, caller)
+        return append_documents(self._log, documents, caller)
 
     def append(self, events: Sequence[Event]) -> list[LoggedEvent]:
-        return self.log.append(events)
+        return self._log.append(events)
+
+    @property
+    def event_log(self) -> EventLog:
+        """The log alone, for writers that need nothing else (connectors, the audit trail)."""
+        return self._log
 
     # --- read path --------------------------------------------------------------------------
     def config_for(self, preset: str | None = None, **overrides) -> RetrievalConfig:
@@ -75,9 +81,9 @@ class Memory:
         return base.with_overrides(**overrides)
 
     def query(self, q: str, scope: Scope, config: RetrievalConfig, after: int | None = None, wait_s: float = 30.0) -> Retrieval:
-        if after is not None and not self.projector.wait_for(after, wait_s):
-            raise NotReady(f"after: position {after} not indexed within {wait_s:g} s (indexed: {self.projector.applied})")
-        return self.retriever.retrieve(q, scope, config)
+        if after is not None and not self.projection.wait_for(after, wait_s):
+            raise NotReady(f"after: position {after} not indexed within {wait_s:g} s (indexed: {self.projection.applied})")
+        return self._retriever.retrieve(q, scope, config)
 
     def scope_for(self, caller: Caller, **bounds) -> Scope:
         sets = {key: frozenset(v) if v is not None else None for key, v in bounds.items() if key in ("kinds", "authors", "threads")}
@@ -87,18 +93,18 @@ class Memory:
         )
 
     def row(self, row_id: str, caller: Caller = Caller()) -> tuple[Row, list[RowChange]]:
-        row = self.rows.get(row_id)
+        row = self._rows.get(row_id)
         if row is None or not self._may_read(row, caller):
-            skipped = self.rows.skipped(row_id)
-            original = self.rows.get(skipped.duplicate_of) if skipped and skipped.duplicate_of else None
+            skipped = self._rows.skipped(row_id)
+            original = self._rows.get(skipped.duplicate_of) if skipped and skipped.duplicate_of else None
             # Name the row a skipped document repeats only when the caller may read that row.
             if original is not None and original.row_id != row_id and self._may_read(original, caller):
                 raise NotFound(f"row {row_id} was not stored: {skipped.reason} of {original.row_id}")
             raise NotFound(f"row {row_id} not found")
-        return row, self.rows.history(row_id)
+        return row, self._rows.history(row_id)
 
     def thread(self, thread: str, caller: Caller = Caller()) -> list[Row]:
-        rows = [r for r in self.rows.thread(caller.tenant, thread) if self._may_read(r, caller)]
+        rows = [r for r in self._rows.thread(caller.tenant, thread) if self._may_read(r, caller)]
         if not rows:
             raise NotFound(f"thread {thread} not found")
         return rows
@@ -111,24 +117,79 @@ class Memory:
             return True
         return bool(set(acl_tokens(row.acl)) & ({PUBLIC_ACL} | set(caller.readers)))
 
+    def head(self) -> int:
+        """The log's last position."""
+        return self._log.head()
+
+    def checkpoint(self) -> int:
+        """The position the row store reflects, read from the store (where indexer processes
+        share it, the authoritative value; `applied` is this process's view)."""
+        return self._rows.applied_position()
+
+    @property
+    def applied(self) -> int:
+        """The last log position the projections have applied."""
+        return self.projection.applied
+
+    def counts(self, tenant: str | None = None) -> dict[str, int]:
+        return self._rows.count(tenant)
+
     def stats(self, tenant: str | None = None) -> dict:
-        return {"log_head": self.log.head(), "applied_position": self.projector.applied, "rows": self.rows.count(tenant)}
+        return {"log_head": self._log.head(), "applied_position": self.projection.applied, "rows": self._rows.count(tenant)}
+
+    # --- what maintenance and operators read (no access list applies) -------------------------
+    def stored_row(self, row_id: str) -> Row | None:
+        return self._rows.get(row_id)
+
+    def row_history(self, row_id: str) -> list[RowChange]:
+        return self._rows.history(row_id)
+
+    def skipped(self, row_id: str) -> SkippedDocument | None:
+        """Why a document was not stored as a row (empty, a repeat), if it was not."""
+        return self._rows.skipped(row_id)
+
+    def read_log(self, after: int, limit: int) -> list[LoggedEvent]:
+        return self._log.read(after, limit)
+
+    def rows_in_scope(self, scope: Scope, limit: int = 1_000_000) -> list[Row]:
+        """Every row of the scope at once (maintenance's candidates; no access list applies)."""
+        return self._rows.in_scope(scope, limit)
+
+    def stored_vectors(self, row_ids: Sequence[str]) -> dict:
+        return self._vectors.vectors(row_ids)
+
+    def nearest(self, vector, scope: Scope, limit: int) -> list[tuple[str, float]]:
+        """(row id, cosine) of the rows of the scope nearest to `vector`."""
+        return [(h.row_id, h.score) for h in self._vectors.search(vector, scope, limit)]
+
+    def embed(self, texts: Sequence[str]):
+        """Embed texts with the write path's encoder (as the projector will)."""
+        return self._embedder.encode(texts)
 
     # --- projections ------------------------------------------------------------------------
-    def catch_up(self, progress=None):
-        return self.projector.catch_up(progress=progress)
+    def wait_for(self, position: int, timeout: float) -> bool:
+        return self.projection.wait_for(position, timeout)
 
-    def rebuild(self, progress=None):
+    def catch_up(self, progress: Callable | None = None):
+        return self.projection.catch_up(progress=progress)
+
+    def optimize_vectors(self) -> bool:
+        """Build the vector index's graph where it has an offline build step (Qdrant Edge); it
+        blocks this process for as long as the build takes, so only `orgmem optimize` calls it."""
+        optimize = getattr(self._vectors, "optimize", None)
+        return bool(optimize and optimize())
+
+    def rebuild(self, progress: Callable | None = None):
         """Drop every projection and replay the log from the start."""
         log.info("rebuild: dropping projections")
-        self.rows.reset()
-        self.lexical.reset()
-        self.vectors.reset()
-        return self.projector.catch_up(progress=progress)
+        self._rows.reset()
+        self._lexical.reset()
+        self._vectors.reset()
+        return self.projection.catch_up(progress=progress)
 
     def close(self) -> None:
-        self.retriever.close()
-        for part in (self.lexical, self.vectors, self.rows, self.log):
+        self._retriever.close()
+        for part in (self._lexical, self._vectors, self._rows, self._log):
             try:
                 part.close()
             except Exception:  # closing is best effort at shutdown

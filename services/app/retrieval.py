@@ -1,6 +1,6 @@
 """The read path (Mem++ §3.3): scope -> three legs -> weighted RRF -> selection -> reserve.
 
-Adapters do the ranking inside the scope; everything else here is the pure core's arithmetic.
+Adapters run the legs inside the scope; the ranking after them is `services.core.ranking.rank`.
 """
 
 from __future__ import annotations
@@ -12,15 +12,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from schemas.rows import Row
-from services.core.fusion import Fused, weighted_rrf
-from services.core.reserve import Pick, with_recency_reserve
+from services.core.ranking import Fusion, rank
+from services.core.reserve import Pick
 from services.core.retrieval_config import RetrievalConfig
 from services.core.scope import Scope
-from services.core.selection import Pool, select
 from services.core.text import content_terms, tag_candidates
-from services.ports import Embedder, Hit, LexicalIndex, RowHead, RowStore, VectorIndex
-
-LEGS = ("lex", "tag", "vec")
+from services.ports import Embedder, Hit, LexicalIndex, RowStore, VectorIndex
 
 
 @dataclass(frozen=True)
@@ -39,6 +36,8 @@ class Retrieval:
     matched: int  # distinct rows any leg returned
     leg_sizes: dict[str, int]
     timings_ms: dict[str, float] = field(default_factory=dict)
+    legs: dict[str, list[tuple[str, float]]] = field(default_factory=dict)  # leg -> (row id, score), as ranked
+    query_vector: np.ndarray | None = None
 
 
 class Retriever:
@@ -81,30 +80,22 @@ class Retriever:
         legs["vec"] = self.vectors.search(query_vector, scope, config.candidates)
         lap("vector")
         heads.update(self.rows.heads([h.row_id for h in legs["vec"] if h.row_id not in heads]))
-        # A row an index still lists but the store no longer admits (e.g. mid-projection) is dropped.
-        legs = {leg: [h for h in hits if h.row_id in heads] for leg, hits in legs.items()}
-        fused = weighted_rrf(
-            {leg: [h.row_id for h in hits] for leg, hits in legs.items()},
-            config.weights, config.gamma, {rid: head.ingest_position for rid, head in heads.items()},
+        ranking = rank(
+            {leg: [(h.row_id, h.score) for h in hits] for leg, hits in legs.items()},
+            {**heads, **{head.row_id: head for head in newest}}, query_vector, self._vectors_for, config,
+            [head.row_id for head in newest], lap,
         )
-        lap("fuse")
-        ordered, lead_reason = self._select(fused, query_vector, config, heads, legs["lex"])
-        lap("select")
-        unmatched = [head for head in newest if head.row_id not in heads][: config.reserve]
-        picks = with_recency_reserve(
-            ordered, [f.row_id for f in fused], config.k, config.reserve,
-            {head.row_id: head.recency for head in (*heads.values(), *unmatched)},
-            [head.row_id for head in unmatched], lead_reason,
-        )
-        lap("reserve")
         # Whole rows (texts included) only for what is returned: about half of what matched.
-        rows = self.rows.get_many([p.row_id for p in picks])
+        rows = self.rows.get_many([p.row_id for p in ranking.picks])
         lap("rows")
+        fusion = ranking.fusion
         return Retrieval(
-            selected=self._describe([p for p in picks if p.row_id in rows], rows, fused, legs),
-            matched=len(fused),
-            leg_sizes={leg: len(hits) for leg, hits in legs.items()},
+            selected=self._describe([p for p in ranking.picks if p.row_id in rows], rows, fusion),
+            matched=len(fusion.fused),
+            leg_sizes={leg: len(hits) for leg, hits in fusion.legs.items()},
             timings_ms=timings,
+            legs=fusion.legs,
+            query_vector=query_vector,
         )
 
     def _lexical_stage(self, query: str, scope: Scope, config: RetrievalConfig):
@@ -125,14 +116,6 @@ class Retriever:
         timings = {"lexical": round((searched - started) * 1000, 3), "rows_lexical": round((done - searched) * 1000, 3)}
         return legs, heads, newest, timings
 
-    def _select(
-        self, fused: list[Fused], query_vector: np.ndarray, config: RetrievalConfig, heads: dict[str, RowHead],
-        lexical_hits: list[Hit],
-    ) -> tuple[list[str], str]:
-        pool = Pool.from_fused(fused, lambda rid: heads[rid].thread, lambda rid: heads[rid].ingest_position,
-                               {h.row_id: h.score for h in lexical_hits})
-        return select(pool, query_vector, self._vectors_for, config)
-
     def _vectors_for(self, row_ids) -> np.ndarray:
         stored = self.vectors.vectors(list(row_ids))
         # A row the vector index has not caught up with yet gets a zero vector: it contributes
@@ -141,14 +124,14 @@ class Retriever:
         return np.stack([stored.get(rid, np.zeros(dim, dtype=np.float32)) for rid in row_ids]) if row_ids else np.zeros((0, dim))
 
     @staticmethod
-    def _describe(picks: list[Pick], rows: dict[str, Row], fused: list[Fused], legs: dict[str, list[Hit]]) -> list[Selected]:
-        by_id = {f.row_id: f for f in fused}
-        leg_scores = {leg: {h.row_id: h.score for h in hits} for leg, hits in legs.items()}
+    def _describe(picks: list[Pick], rows: dict[str, Row], fusion: Fusion) -> list[Selected]:
+        by_id = {f.row_id: f for f in fusion.fused}
+        leg_scores = {leg: dict(hits) for leg, hits in fusion.legs.items()}
         out = []
-        for rank, pick in enumerate(picks, start=1):
+        for position, pick in enumerate(picks, start=1):
             f = by_id.get(pick.row_id)
             out.append(Selected(
-                rank=rank, row=rows[pick.row_id], reason=pick.reason,
+                rank=position, row=rows[pick.row_id], reason=pick.reason,
                 fused_score=f.score if f else 0.0, leg_ranks=dict(f.ranks) if f else {},
                 leg_scores={leg: s[pick.row_id] for leg, s in leg_scores.items() if pick.row_id in s},
             ))

@@ -1,40 +1,39 @@
-"""`orgmem bench retrieval ...`: the retrieval-quality harness on the public benchmarks."""
+"""`orgmem bench retrieval ...`: the retrieval harness, which ships with the source (`bench/`),
+not with the package. From a source checkout this delegates to `python -m bench.retrieval`; the
+import is by name at run time, so the installed package never depends on the benchmarks."""
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 
 
-def cmd_retrieval(args) -> int:
-    from bench.retrieval.runner import run_benchmark
-
+def _harness():
     try:
-        text = run_benchmark(
-            args.dataset, ks=args.k, selectors=args.selector, out=Path(args.out), work=Path(args.work),
-            groups=args.groups, split=args.split, candidates=args.candidates,
-        )
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"orgmem bench: {exc}", file=sys.stderr)
+        return importlib.import_module("bench.retrieval.cli")
+    except ModuleNotFoundError:
+        if (Path.cwd() / "bench" / "retrieval" / "cli.py").is_file():  # a checkout, run from its root
+            sys.path.insert(0, str(Path.cwd()))
+            return importlib.import_module("bench.retrieval.cli")
+        raise
+
+
+def cmd_retrieval(args) -> int:
+    try:
+        harness = _harness()
+    except ModuleNotFoundError:
+        print("orgmem bench: the benchmark harness ships with the source, not the package; run "
+              "`python -m bench.retrieval ...` from the root of a checkout of the repository", file=sys.stderr)
         return 2
-    print(text)
-    return 0
+    return harness.main(args.passthrough, prog="orgmem bench retrieval")
 
 
 def register(command, sub) -> None:
-    from bench.retrieval.variants import VARIANTS
-
-    bench = sub.add_parser("bench", help="benchmarks of orgmem itself")
+    bench = sub.add_parser("bench", help="benchmarks of orgmem itself (from a source checkout)")
     kinds = bench.add_subparsers(dest="bench", required=True)
-    p = kinds.add_parser("retrieval", help="retrieval quality on a public dataset from ../shared/data (no language model)")
-    p.add_argument("--dataset", required=True, choices=["locomo", "qmsum", "beam", "enron"])
-    p.add_argument("--k", type=int, nargs="+", default=[10, 20], help="budgets to score (default 10 20)")
-    p.add_argument("--selector", nargs="+", default=None, choices=sorted(VARIANTS), metavar="VARIANT",
-                   help=f"variants to compare (default: the reference set and the default); known: {', '.join(VARIANTS)}")
-    p.add_argument("--split", choices=["all", "tune", "held-out"], default="all",
-                   help="groups to score: all, the tuning half (first half of the groups) or the held-out half")
-    p.add_argument("--groups", type=int, default=None, help="only the first N conversations/meetings/chats")
-    p.add_argument("--candidates", type=int, default=200, help="C: rows fetched per leg and cached (default 200)")
-    p.add_argument("--out", default="docs", help="folder for <dataset>.md and img/<dataset>.png (default docs)")
-    p.add_argument("--work", default="bench/out/eval", help="cache of built data folders and candidates")
-    p.set_defaults(handler=cmd_retrieval)
+    p = kinds.add_parser("retrieval", add_help=False,
+                         help="retrieval quality on a public dataset from ../shared/data (no language model); "
+                              "`orgmem bench retrieval --help` lists its options")
+    # Its options are the harness's own: main() hands them over unparsed (args.passthrough).
+    p.set_defaults(handler=cmd_retrieval, passthrough=[])

@@ -13,46 +13,34 @@ import signal
 import sys
 from pathlib import Path
 
+from services.cli.common import settings_from
+
 log = logging.getLogger(__name__)
 
 
 def cmd_indexer(args: argparse.Namespace) -> int:
-    from services.app.indexer import GroupIndexer, LogFeed
-    from services.cli.main import _settings
+    from services.app.indexer import GroupIndexer
+    from services.bootstrap import indexer_feed, open_memory
 
-    settings = _settings(args)
-    if args.profile:
-        settings.profile = args.profile
+    settings = settings_from(args)
     batch = args.batch or settings.indexer_batch
-    if settings.profile == "cluster":
-        from services.bootstrap import build_cluster_memory
+    with open_memory(settings, role="indexer") as memory:
+        feed = indexer_feed(settings, memory, args.group, batch)
+        indexer = GroupIndexer(memory.projection, feed, memory.checkpoint, batch=batch, poll_s=settings.indexer_poll_s,
+                               heartbeat=Path(args.heartbeat) if args.heartbeat else None)
 
-        memory, lock = build_cluster_memory(settings, role="indexer")
-        feed = memory.log.subscribe(args.group, checkpoint=memory.rows.applied_position,  # type: ignore[attr-defined]
-                                    max_poll_records=batch)
-    else:
-        from services.bootstrap import build_memory
+        def stop(signum, _frame) -> None:
+            log.info("indexer: signal %d, finishing the current batch", signum)
+            indexer.stop()
 
-        memory, lock = build_memory(settings)
-        feed = LogFeed(memory.log, memory.rows.applied_position())
-    indexer = GroupIndexer(memory.projector, feed, batch=batch, poll_s=settings.indexer_poll_s,
-                           heartbeat=Path(args.heartbeat) if args.heartbeat else None)
-
-    def stop(signum, _frame) -> None:
-        log.info("indexer: signal %d, finishing the current batch", signum)
-        indexer.stop()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    print(f"orgmem indexer ({settings.profile}) following the log from position {memory.rows.applied_position()}",
-          file=sys.stderr, flush=True)
-    try:
-        indexer.run()
-    finally:
-        feed.close()
-        memory.close()
-        if lock is not None:
-            lock.release()
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        print(f"orgmem indexer ({settings.profile}) following the log from position {memory.applied}",
+              file=sys.stderr, flush=True)
+        try:
+            indexer.run()
+        finally:
+            feed.close()
     return 0
 
 

@@ -13,10 +13,10 @@ from pydantic import SecretStr
 def _run(args, kind: str, **options) -> int:
     from services.app.connectors import run_connector
     from services.bootstrap import open_event_log
-    from services.cli.main import _index, _settings
+    from services.cli.common import index_log, settings_from
     from services.core.caller import Caller
 
-    settings = _settings(args)
+    settings = settings_from(args)
     event_log = open_event_log(settings)
     try:
         report, position = run_connector(kind, getattr(args, "paths", []), event_log, Path(settings.data_dir),
@@ -29,7 +29,7 @@ def _run(args, kind: str, **options) -> int:
     print(json.dumps({k: v for k, v in summary.items() if k != "dead_letters"} | {
         "dead_letters": len(summary["dead_letters"]), "log_position": position}))
     if not args.no_index:
-        _index(settings)
+        index_log(settings)
     return 0
 
 
@@ -64,10 +64,10 @@ def cmd_meetings(args) -> int:
 
 
 def cmd_dead_letters(args) -> int:
-    from services.cli.main import _settings
+    from services.cli.common import settings_from
     from services.connectors.base import read_dead_letters
 
-    for letter in read_dead_letters(Path(_settings(args).data_dir)):
+    for letter in read_dead_letters(Path(settings_from(args).data_dir)):
         print(f"{letter.at}  {letter.connector}  {letter.path}: {letter.reason}")
     return 0
 

@@ -33,9 +33,9 @@ def _walkthrough(memory, questions: list[dict]) -> None:
 
 def _demo_key(settings) -> str:
     """Each demo start hands out a fresh reader key: the tokens of earlier ones are not kept."""
-    from services.adapters.key_store.sqlite import KeyStore
+    from services.bootstrap import key_store_for
 
-    store = KeyStore.for_settings(settings)
+    store = key_store_for(settings)
     try:
         _, token = store.create("default", "demo", "reader", actor="orgmem demo", name="demo")
     finally:
@@ -49,11 +49,11 @@ def cmd_demo(args) -> int:
     from services.api.app import create_app
     from services.app.connectors import run_connector
     from services.bootstrap import build_memory, open_event_log
-    from services.cli.main import _progress, _settings
+    from services.cli.common import print_progress, settings_from
     from services.demo.synthetic_org import generate
 
     started = time.perf_counter()
-    settings = _settings(args)
+    settings = settings_from(args)
     if args.data is None:
         settings.data_dir = Path("demo-data")
     settings.port = args.port
@@ -69,7 +69,7 @@ def cmd_demo(args) -> int:
     finally:
         event_log.close()
     memory, lock = build_memory(settings)
-    memory.catch_up(progress=_progress)
+    memory.catch_up(progress=print_progress)
     print(f"indexed in {time.perf_counter() - started:.0f} s since start: {memory.stats()}", file=sys.stderr)
     _walkthrough(memory, json.loads(org.questions_path.read_text()))
 

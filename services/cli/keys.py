@@ -18,8 +18,8 @@ from schemas.events import (
     MaintenanceRunFinished,
     MaintenanceRunStarted,
 )
-from services.adapters.key_store.sqlite import ROLES, KeyRequestError, KeyStore
 from services.app.audit import record_admin_action
+from services.core.keys import ROLES, KeyRequestError
 
 
 def _actor(args: argparse.Namespace) -> str:
@@ -32,11 +32,11 @@ def _actor(args: argparse.Namespace) -> str:
 
 
 def _open(args: argparse.Namespace):
-    from services.bootstrap import open_event_log
-    from services.cli.main import _settings
+    from services.bootstrap import key_store_for, open_event_log
+    from services.cli.common import settings_from
 
-    settings = _settings(args)
-    return settings, KeyStore.for_settings(settings), open_event_log(settings)
+    settings = settings_from(args)
+    return settings, key_store_for(settings), open_event_log(settings)
 
 
 def cmd_keys_create(args: argparse.Namespace) -> int:
@@ -128,9 +128,9 @@ def audit_entries(event_log, tenant: str | None = None, since: datetime | None =
 
 def cmd_audit(args: argparse.Namespace) -> int:
     from services.bootstrap import open_event_log
-    from services.cli.main import _settings
+    from services.cli.common import settings_from
 
-    event_log = open_event_log(_settings(args))
+    event_log = open_event_log(settings_from(args))
     try:
         entries = list(audit_entries(event_log, args.tenant, args.since))
     finally:

@@ -8,14 +8,16 @@ import importlib
 import json
 import logging
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from schemas.documents import DocumentIn
+from services.cli.common import (
+    index_log,
+    parse_time,
+    print_progress,
+    read_jsonl,
+    settings_from,
+)
 from services.errors import OrgmemError
-from services.settings import Settings
 
 log = logging.getLogger("orgmem")
 
@@ -23,47 +25,12 @@ log = logging.getLogger("orgmem")
 COMMAND_GROUPS = ["services.cli.connect", "services.cli.demo", "services.cli.maintenance", "services.cli.cluster", "services.cli.bench", "services.cli.keys"]
 
 
-def _settings(args: argparse.Namespace) -> Settings:
-    overrides = {"data_dir": Path(args.data)} if getattr(args, "data", None) else {}
-    if getattr(args, "profile", None):
-        overrides["profile"] = args.profile
-    return Settings(**overrides)
-
-
-def _parse_time(value: str) -> datetime:
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an ISO date or time: {value!r}") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
-
-
-def _progress(position, stats) -> None:
-    print(f"  indexed up to position {position}: {stats.rows_added} rows, {stats.skipped} skipped "
-          f"({stats.events / max(stats.seconds, 1e-9):.0f} events/s)", file=sys.stderr)
-
-
-def read_jsonl(path: Path) -> tuple[list[DocumentIn], list[str]]:
-    """Valid documents, and one message per bad line naming its line number and the problem."""
-    documents, errors = [], []
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                documents.append(DocumentIn.model_validate_json(line))
-            except ValidationError as exc:
-                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'line'}: {e['msg']}" for e in exc.errors()[:5])
-                errors.append(f"{path}:{number}: {problems}")
-    return documents, errors
-
-
 def cmd_ingest(args: argparse.Namespace) -> int:
     from services.app.memory import append_documents
     from services.bootstrap import open_event_log
     from services.core.caller import Caller
 
-    settings = _settings(args)
+    settings = settings_from(args)
     documents, errors = read_jsonl(Path(args.jsonl))
     for error in errors:
         print(error, file=sys.stderr)
@@ -74,33 +41,16 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     event_log.close()
     print(f"appended {len(documents)} documents up to log position {position}; {len(errors)} bad lines")
     if not args.no_index:
-        _index(settings)
+        index_log(settings)
     return 1 if errors and not documents else 0
 
 
-def _index(settings: Settings) -> None:
-    from services.bootstrap import build_memory
-
-    try:
-        memory, lock = build_memory(settings)
-    except OrgmemError as exc:
-        print(f"not indexing here: {exc}; the process that holds the data folder indexes the log", file=sys.stderr)
-        return
-    try:
-        memory.catch_up(progress=_progress)
-        print(f"indexed; {memory.stats()}")
-    finally:
-        memory.close()
-        lock.release()
-
-
 def cmd_query(args: argparse.Namespace) -> int:
-    from services.bootstrap import build_memory
+    from services.bootstrap import open_memory
     from services.core.caller import Caller
     from services.core.evidence import render_evidence
 
-    memory, lock = build_memory(_settings(args))
-    try:
+    with open_memory(settings_from(args)) as memory:
         memory.catch_up()
         config = memory.config_for(args.preset, k=args.k, reserve=args.reserve, selector=args.selector)
         scope = memory.scope_for(Caller(), as_of=args.as_of, known_at=args.known_at)
@@ -112,51 +62,35 @@ def cmd_query(args: argparse.Namespace) -> int:
                                "fused_score": s.fused_score, "text": s.row.text} for s in result.selected], indent=1))
         else:
             print(render_evidence([s.row for s in result.selected]))
-    finally:
-        memory.close()
-        lock.release()
     return 0
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
     from services.app.audit import record_admin_action
-    from services.bootstrap import build_memory
+    from services.bootstrap import open_memory
 
-    memory, lock = build_memory(_settings(args))
-    try:
-        record_admin_action(memory.log, "*", "rebuild", actor=f"cli:{getpass.getuser()}")
-        stats = memory.rebuild(progress=_progress)
+    with open_memory(settings_from(args)) as memory:
+        record_admin_action(memory.event_log, "*", "rebuild", actor=f"cli:{getpass.getuser()}")
+        stats = memory.rebuild(progress=print_progress)
         print(f"rebuilt from {stats.events} events: {memory.stats()}")
-    finally:
-        memory.close()
-        lock.release()
     return 0
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
-    from services.bootstrap import build_memory
+    from services.bootstrap import open_memory
 
-    memory, lock = build_memory(_settings(args))
-    try:
-        memory.catch_up(progress=_progress)
-        optimize = getattr(memory.vectors, "optimize", None)
-        built = bool(optimize and optimize())
+    with open_memory(settings_from(args)) as memory:
+        memory.catch_up(progress=print_progress)
+        built = memory.optimize_vectors()
         print("vector index graph built" if built else "this vector index has no offline build step")
-    finally:
-        memory.close()
-        lock.release()
     return 0
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from services.bootstrap import build_memory
+    from services.bootstrap import open_memory
 
-    memory, lock = build_memory(_settings(args))
-    try:
+    with open_memory(settings_from(args)) as memory:
         print(json.dumps(memory.stats(), indent=1))
-    finally:
-        memory.close()
-        lock.release()
     return 0
 
 
@@ -166,7 +100,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from services.api.app import create_app
     from services.bootstrap import build_memory
 
-    settings = _settings(args)
+    settings = settings_from(args)
     if args.port:
         settings.port = args.port
     if args.host:
@@ -204,8 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-index", action="store_true", help="append only; a running server indexes them")
     p = command("query", cmd_query, "ask the memory")
     p.add_argument("text")
-    p.add_argument("--as-of", type=_parse_time)
-    p.add_argument("--known-at", type=_parse_time)
+    p.add_argument("--as-of", type=parse_time)
+    p.add_argument("--known-at", type=parse_time)
     p.add_argument("--k", type=int)
     p.add_argument("--reserve", type=int, help="of the k rows, how many go to the most recent matches (default 3)")
     p.add_argument("--selector", choices=["rrf", "pursuit", "coverage"])
@@ -221,7 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unparsed = parser.parse_known_args(argv)
+    if unparsed and getattr(args, "passthrough", None) is None:
+        parser.error(f"unrecognized arguments: {' '.join(unparsed)}")
+    if unparsed:
+        args.passthrough = unparsed
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return args.handler(args)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import sys
 
+from services.cli.common import settings_from
+
 
 def _print_progress(progress: dict) -> None:
     parts = ", ".join(f"{k}={v}" for k, v in progress.items() if not isinstance(v, dict))
@@ -21,28 +23,42 @@ def _show(run: dict) -> int:
     return 0 if run["status"] in ("finished", "reverted") else 1
 
 
-def cmd_consolidate(args) -> int:
-    from services.cli.main import _settings
-    from workers.maintenance import jobs
+def _run(args, job: str, params: dict) -> int:
+    from services.app.task_runner import run_job
+    from services.bootstrap import maintenance_for, open_memory
 
-    return _show(jobs.consolidate(_settings(args), args.tenant, args.tau, max_calls=args.max_calls,
-                                  requested_by=args.requested_by, progress=_print_progress))
+    settings = settings_from(args)
+    with open_memory(settings) as memory:
+        service = maintenance_for(settings, memory, owns_runs=settings.profile == "embedded")
+        try:
+            return _show(run_job(service, job, args.tenant, params, args.requested_by, progress=_print_progress).view())
+        finally:
+            service.close()
+
+
+def cmd_consolidate(args) -> int:
+    return _run(args, "consolidate", {"tau": args.tau, "max_calls": args.max_calls})
 
 
 def cmd_refine(args) -> int:
-    from services.cli.main import _settings
-    from workers.maintenance import jobs
+    return _run(args, "refine", {"budget_fraction": args.budget, "budget_bytes": args.budget_bytes,
+                                 "max_calls": args.max_calls, "min_similarity": args.min_similarity,
+                                 "use_cache": not args.no_cache})
 
-    return _show(jobs.refine(_settings(args), args.tenant, budget_fraction=args.budget, budget_bytes=args.budget_bytes,
-                             max_calls=args.max_calls, min_similarity=args.min_similarity,
-                             use_cache=not args.no_cache, requested_by=args.requested_by, progress=_print_progress))
+
+def cmd_revert(args) -> int:
+    args.tenant = None  # the run names its tenant
+    return _run(args, "revert", {"reverts": args.run})
 
 
 def cmd_runs(args) -> int:
-    from services.cli.main import _settings
-    from workers.maintenance import jobs
+    from services.bootstrap import maintenance_for, open_memory
 
-    found = jobs.runs(_settings(args), args.tenant)
+    settings = settings_from(args)
+    with open_memory(settings) as memory:
+        service = maintenance_for(settings, memory, owns_runs=settings.profile == "embedded")
+        found = [run.view() for run in service.runs(args.tenant)]
+        service.close()
     if args.json:
         print(json.dumps(found, indent=1, default=str))
         return 0
@@ -54,13 +70,6 @@ def cmd_runs(args) -> int:
         print(f"{run['run_id']:<40} {run['job']:<12} {run['tenant']:<12} {run['status']:<9} {run['events']:>6}  "
               f"{run['judge'] or '-'} {brief}{extra}")
     return 0
-
-
-def cmd_revert(args) -> int:
-    from services.cli.main import _settings
-    from workers.maintenance import jobs
-
-    return _show(jobs.revert(_settings(args), args.run, requested_by=args.requested_by))
 
 
 def register(command, sub) -> None:

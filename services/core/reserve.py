@@ -34,6 +34,8 @@ def with_recency_reserve(
         return []
     slots = min(reserve, k)
     lead = [Pick(rid, lead_reason) for rid in ordered[: k - slots]]
+    if slots == 0:
+        return lead
     taken = {p.row_id for p in lead}
     remaining = [rid for rid in dict.fromkeys(matched) if rid not in taken]
     remaining.sort(key=lambda rid: recency[rid], reverse=True)

@@ -34,7 +34,7 @@ class Pool:
 
     @classmethod
     def from_fused(cls, fused: Sequence[Fused], thread_of: Callable[[str], str | None],
-                   position_of: Callable[[str], int], lexical: Mapping[str, float]) -> "Pool":
+                   position_of: Callable[[str], int], lexical: Mapping[str, float]) -> Pool:
         """The pool of a fused list, given each row's thread and ingest position and the lexical
         leg's scores (the read path and the harness's replay build it the same way)."""
         ids = [f.row_id for f in fused]
@@ -83,9 +83,9 @@ def context_scores(pool: Pool, weight: float, window: int = 1) -> np.ndarray:
     scores = np.asarray(pool.scores, dtype=np.float64)
     if weight == 0.0 or window <= 0:
         return scores.copy()
-    at = {(t, p): i for i, (t, p) in enumerate(zip(pool.threads, pool.positions)) if t is not None}
+    at = {(t, p): i for i, (t, p) in enumerate(zip(pool.threads, pool.positions, strict=True)) if t is not None}
     out = scores.copy()
-    for i, (t, p) in enumerate(zip(pool.threads, pool.positions)):
+    for i, (t, p) in enumerate(zip(pool.threads, pool.positions, strict=True)):
         if t is None:
             continue
         best = max((scores[at[(t, p + d)]] for d in range(-window, window + 1) if d and (t, p + d) in at), default=None)
@@ -104,7 +104,7 @@ def thread_priority(pool: Pool, lexical_rows: int, gamma: float = 3.0) -> dict:
     no session to find: its "sum" is that row's own BM25 score, and voting on it would only
     re-weight the fusion towards BM25 (a mailbox whose messages are each their own thread lost
     a question of 28 to that on Enron)."""
-    threads = _thread_keys(pool)
+    threads = thread_keys(pool)
     votes: dict = {}
     for rank, thread in enumerate(dict.fromkeys(threads)):  # the pool is in fused order
         votes[thread] = 1.0 / (gamma + rank)
@@ -130,7 +130,7 @@ def coverage_order(pool: Pool, budget: int, context_weight: float, every: int, w
     n = len(pool.ids)
     scores = context_scores(pool, context_weight, window)
     by_score = np.argsort(-scores, kind="stable")  # stable: ties keep the fused order
-    threads = _thread_keys(pool)
+    threads = thread_keys(pool)
     best_row: dict = {}
     for i in by_score:  # each thread's rows, best first; threads in the order of their best row
         best_row.setdefault(threads[i], []).append(int(i))
@@ -161,7 +161,7 @@ def coverage_order(pool: Pool, budget: int, context_weight: float, every: int, w
     return _with_rest(pool, chosen)
 
 
-def _thread_keys(pool: Pool) -> list:
+def thread_keys(pool: Pool) -> list:
     """Each row's thread; an unthreaded row is a thread of its own."""
     return [t if t is not None else ("row", i) for i, t in enumerate(pool.threads)]
 

@@ -68,9 +68,10 @@ def test_every_route_answers_as_documented(live_server, settings):
     assert set(matrix) - routes == set(), "the matrix names routes the API does not have"
 
     revoked = create_key(settings.data_dir, role="admin", principal="gone")
-    from services.adapters.key_store.sqlite import KeyStore, key_id_of
+    from services.adapters.key_store.sqlite import SqliteKeyStore
+    from services.core.keys import key_id_of
 
-    store = KeyStore(settings.data_dir / "keys.sqlite")
+    store = SqliteKeyStore(settings.data_dir / "keys.sqlite")
     store.revoke(key_id_of(revoked), "tests")
     store.close()
     callers = {
@@ -335,9 +336,9 @@ def test_cors_is_off_unless_origins_are_listed(live_server, tmp_path):
 
 
 def test_key_store_keeps_only_salted_hashes(tmp_path):
-    from services.adapters.key_store.sqlite import KeyStore
+    from services.adapters.key_store.sqlite import SqliteKeyStore
 
-    store = KeyStore(tmp_path / "keys.sqlite")
+    store = SqliteKeyStore(tmp_path / "keys.sqlite")
     _, first = store.create("default", "p", "reader", "tests")
     _, second = store.create("default", "p", "reader", "tests")
     assert store.verify(first).principal == "p" and store.verify(second) is not None

@@ -144,14 +144,14 @@ def test_random_queries_never_reach_rows_the_caller_may_not_see(tmp_path, settin
 
     rng = random.Random(SEED)
     documents = make_documents(rng)
-    encoder = CachedEncoder(memory.retriever.embedder)
-    memory.retriever.embedder = encoder
+    encoder = CachedEncoder(memory._retriever.embedder)
+    memory._retriever.embedder = encoder
     ids: list[str] = []
     for tenant, docs in documents.items():
         for start in range(0, len(docs), 25):
             ids += memory.ingest(docs[start:start + 25], Caller(tenant)).row_ids
     memory.catch_up()
-    rows = memory.rows.get_many(list(dict.fromkeys(ids)))
+    rows = memory._rows.get_many(list(dict.fromkeys(ids)))
     assert len(rows) > 150, "too few rows stored to test anything"
 
     shadows, locks = {}, []
@@ -160,10 +160,10 @@ def test_random_queries_never_reach_rows_the_caller_may_not_see(tmp_path, settin
             visible = sorted((r for r in rows.values() if admits(r, memory.scope_for(caller))), key=lambda r: r.ingest_position)
             shadow, lock = open_memory(Settings, tmp_path / "shadow" / name.replace("/", "-"))
             locks.append((shadow, lock))
-            shadow.retriever.embedder = encoder
+            shadow._retriever.embedder = encoder
             shadow.ingest([as_document(r) for r in visible], Caller(caller.tenant))
             shadow.catch_up()
-            assert {r.row_id for r in shadow.rows.get_many([r.row_id for r in visible]).values()} == {r.row_id for r in visible}
+            assert {r.row_id for r in shadow._rows.get_many([r.row_id for r in visible]).values()} == {r.row_id for r in visible}
             shadows[name] = (caller, shadow, len(visible))
 
         figures = {"queries": 0, "returned_rows": 0, "leaks": 0, "count_mismatches": 0, "matched_compared": 0,
@@ -179,7 +179,7 @@ def test_random_queries_never_reach_rows_the_caller_may_not_see(tmp_path, settin
             figures["queries"] += 1
             figures["returned_rows"] += len(got.selected)
             for sel in got.selected:
-                current = memory.rows.get(sel.row.row_id)
+                current = memory.stored_row(sel.row.row_id)
                 if current is None or not admits(current, scope):
                     figures["leaks"] += 1
                     failures.append(f"{name} {spec}: returned {sel.row.row_id} ({current.tenant if current else '?'}, "

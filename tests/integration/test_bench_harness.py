@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from bench.retrieval.datasets import SHARED_DATA, Dataset, Group, load
-from bench.retrieval.harness import REFERENCE, _GroupIndex, evaluate, replay_question
+from bench.retrieval.harness import REFERENCE, GroupIndex, evaluate, replay_question
 from bench.retrieval.metrics import ALL
 from bench.retrieval.report import write_markdown, write_plot
 from bench.retrieval.store import cached_candidates, open_store
@@ -62,8 +62,8 @@ def test_offline_replay_equals_the_online_read_path(built):
     data, folder, cands = built
     memory, lock = open_store(data, folder)  # already built: nothing is ingested again
     try:
-        head = memory.log.head()
-        index = _GroupIndex(cands.groups[data.groups[0].key])
+        head = memory.head()
+        index = GroupIndex(cands.groups[data.groups[0].key])
         configs = [REFERENCE, VARIANTS["coverage"].config, VARIANTS["coverage"].config.with_overrides(reserve=3),
                    VARIANTS["coverage-sessions"].config]
         for config in configs:
@@ -71,7 +71,7 @@ def test_offline_replay_equals_the_online_read_path(built):
                 online = memory.query(next(d.text for d in data.questions if d.qid == q.qid),
                                       Scope(tenant=q.group), config.with_overrides(k=10))
                 assert [s.row.row_id for s in online.selected] == replay_question(q, index, config, 10)
-        assert memory.log.head() == head
+        assert memory.head() == head
     finally:
         memory.close()
         lock.release()

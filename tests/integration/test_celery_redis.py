@@ -29,7 +29,7 @@ class Redis:
         self.port, self.folder, self.process = port, folder, None
         self.url = f"redis://127.0.0.1:{port}/0"
 
-    def start(self) -> "Redis":
+    def start(self) -> Redis:
         # Append-only with fsync per write: a queued task survives a Redis restart, as in deploy/.
         self.process = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
@@ -79,13 +79,16 @@ def data_dir(tmp_path):
 
 
 class Worker:
-    def __init__(self, name: str, redis_url: str, data_dir: Path, log_path: Path):
+    """A real `celery worker` process (solo pool: tasks run in this very process, `process.pid`)."""
+
+    def __init__(self, name: str, redis_url: str, data_dir: Path, log_path: Path,
+                 app: str = "tests.integration.celery_short_visibility", env: dict[str, str] | None = None):
         env = {**os.environ, "ORGMEM_PROFILE": "embedded", "ORGMEM_DATA_DIR": str(data_dir),
                "ORGMEM_CLUSTER__REDIS_URL": redis_url, "ORGMEM_INDEXER_BATCH": "4", "HF_HUB_OFFLINE": "1",
-               "ORGMEM_CLUSTER__TENANT_BUSY_RETRY_S": "1"}
+               "ORGMEM_CLUSTER__TENANT_BUSY_RETRY_S": "1", **(env or {})}
         self.log_path = log_path
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "tests.integration.celery_short_visibility", "worker",
+            [sys.executable, "-m", "celery", "-A", app, "worker",
              "--pool=solo", "--concurrency=1", "--without-gossip", "--without-mingle", "--without-heartbeat",
              "-n", f"{name}@%h", "--loglevel=INFO"],
             cwd=ROOT, env=env, stdout=open(log_path, "wb"), stderr=subprocess.STDOUT, start_new_session=True)

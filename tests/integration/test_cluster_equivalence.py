@@ -51,7 +51,7 @@ def test_cluster_wiring_answers_like_the_embedded_profile(tmp_path, settings, me
     from services.adapters.vector.qdrant_server import QdrantServerVectorIndex
     from services.app.indexer import GroupIndexer, LogFeed
     from services.app.projection import ProjectionFollower
-    from services.bootstrap import assemble_cluster_memory
+    from services.bootstrap import assemble_memory
 
     docs = documents()
     memory.ingest(docs)
@@ -64,25 +64,25 @@ def test_cluster_wiring_answers_like_the_embedded_profile(tmp_path, settings, me
     rows = SqliteRowStore(folder / "rows.sqlite")
     lexical = TantivyLexicalIndex(folder / "lexical")
     vectors = QdrantServerVectorIndex(vectors_client, "orgmem-rows", 384)
-    api = assemble_cluster_memory(settings, log, rows, lexical, vectors, role="reader")
-    indexer_memory = assemble_cluster_memory(settings, log, rows, lexical, vectors, role="indexer")
+    api = assemble_memory(settings, log, rows, lexical, vectors, role="reader")
+    indexer_memory = assemble_memory(settings, log, rows, lexical, vectors, role="indexer")
     try:
-        assert isinstance(api.projector, ProjectionFollower)
+        assert isinstance(api.projection, ProjectionFollower)
         position = api.ingest(docs).position
-        assert not api.projector.wait_for(position, 0.2)  # nobody has projected yet
-        indexer = GroupIndexer(indexer_memory.projector, LogFeed(log), batch=16, poll_s=0.01)
+        assert not api.projection.wait_for(position, 0.2)  # nobody has projected yet
+        indexer = GroupIndexer(indexer_memory.projection, LogFeed(log), indexer_memory.checkpoint, batch=16, poll_s=0.01)
         while indexer.step().events:
             pass
         assert indexer.feed.committed == position == log.head()
-        assert api.projector.wait_for(position, 5)
+        assert api.projection.wait_for(position, 5)
         cluster = {"now": answers(api), "before": answers(api, T0 + timedelta(days=50))}
         assert cluster == embedded
         assert embedded["now"][QUERIES[0]][:1] != []  # the scenario has answers at all
         # A rebuild from a reader process: it resets, the indexer replays, the answers hold.
-        api.rows.reset(), api.lexical.reset(), api.vectors.reset()
+        rows.reset(), lexical.reset(), vectors.reset()
         while indexer.step().events:
             pass
-        assert api.projector.catch_up().events >= 0 and api.projector.applied == position
+        assert api.projection.catch_up().events >= 0 and api.projection.applied == position
         assert {"now": answers(api), "before": answers(api, T0 + timedelta(days=50))} == embedded
     finally:
         for part in (lexical, vectors, rows, log):

@@ -12,11 +12,12 @@ from schemas.documents import DocumentIn
 from schemas.events import RowArchived, RowDerived, RowRestored, RowSuperseded
 from services.adapters.judge import OpenAICompatJudge, RuleJudge
 from services.app.maintenance import MaintenanceService, RunConflict, active_set
+from services.app.task_runner import run_job
+from services.bootstrap import maintenance_for
 from services.core.caller import Caller
 from services.core.maintenance import Budget, row_size_bytes
 from services.core.scope import Scope
 from tests.integration.fake_chat_server import FakeChatServer, Reply
-from workers.maintenance import jobs
 
 
 def day(month: int, d: int) -> datetime:
@@ -55,7 +56,7 @@ def ingest(memory, docs, tenant: str = "acme") -> list[str]:
 
 
 def texts(memory, row_ids) -> dict[str, str]:
-    return {rid: memory.row(rid, Caller(tenant=memory.rows.get(rid).tenant))[0].text for rid in row_ids}
+    return {rid: memory.row(rid, Caller(tenant=memory.stored_row(rid).tenant))[0].text for rid in row_ids}
 
 
 def retrieved(memory, tenant: str, q: str, k: int = 10) -> list[str]:
@@ -87,7 +88,7 @@ def test_consolidation_then_revert_on_a_real_memory(memory):
     assert old in retrieved(memory, "acme", "Q3 marketing budget approved by Dana")
 
     # Restatement: one derived row (earliest date, every author, links to sources); originals archived.
-    derived = [r for r in memory.rows.in_scope(Scope(tenant="acme")) if r.derived_from]
+    derived = [r for r in memory.rows_in_scope(Scope(tenant="acme")) if r.derived_from]
     assert len(derived) == 1
     merged = derived[0]
     assert sorted(merged.derived_from) == sorted([rel_a, rel_b])
@@ -102,9 +103,9 @@ def test_consolidation_then_revert_on_a_real_memory(memory):
 
     # Pinned and confidential rows, and the other tenant, are untouched.
     for rid in (pinned, confidential):
-        assert [h.change for h in memory.rows.history(rid)] == ["observed"]
+        assert [h.change for h in memory.row_history(rid)] == ["observed"]
     assert active_set(memory, "globex") == before_globex
-    assert all(len(memory.rows.history(rid)) == 1 for rid in globex)
+    assert all(len(memory.row_history(rid)) == 1 for rid in globex)
 
     # Every decision event carries the run id and the judge.
     events = list(service.run_events(run))
@@ -145,12 +146,12 @@ def near_duplicates() -> list[DocumentIn]:
 def test_refine_meets_a_budget_then_revert_restores_the_active_set(memory):
     ids = ingest(memory, near_duplicates(), tenant="r1")
     before = active_set(memory, "r1")
-    start = sum(row_size_bytes(r) for r in memory.rows.in_scope(Scope(tenant="r1")))
+    start = sum(row_size_bytes(r) for r in memory.rows_in_scope(Scope(tenant="r1")))
     service = MaintenanceService(memory, RuleJudge(similarity_delete=0.9, similarity_merge=0.85))
 
     run = service.refine("r1", Budget(fraction=0.8))
     s = run.summary
-    realised = sum(row_size_bytes(r) for r in memory.rows.in_scope(Scope(tenant="r1")))
+    realised = sum(row_size_bytes(r) for r in memory.rows_in_scope(Scope(tenant="r1")))
     assert run.status == "finished" and s["start_bytes"] == start
     assert s["realised_bytes"] == realised  # the planner's accounting matches the projected store
     assert s["stop_reason"] == "budget_reached" and realised <= s["target_bytes"] == int(start * 0.8)
@@ -182,12 +183,12 @@ def test_later_runs_must_be_reverted_first(memory):
     before = active_set(memory, "r2")
     service = MaintenanceService(memory, RuleJudge())
     first = service.consolidate("r2")  # merges the release restatement into a derived row
-    derived = next(r for r in memory.rows.in_scope(Scope(tenant="r2")) if r.derived_from)
+    derived = next(r for r in memory.rows_in_scope(Scope(tenant="r2")) if r.derived_from)
     # Someone restates the merged row once more; the next run merges it with the derived row.
     again = ingest(memory, [DocumentIn(text=derived.text, author="zed", date=day(4, 20))], tenant="r2")[0]
     middle = active_set(memory, "r2")
     second = service.consolidate("r2")
-    assert memory.rows.get(derived.row_id).state == "archived"
+    assert memory.stored_row(derived.row_id).state == "archived"
     assert any(e.row_id == derived.row_id for e in service.run_events(second))
     with pytest.raises(RunConflict, match=f"{second.run_id}.*revert those first"):
         service.revert(first.run_id)
@@ -217,8 +218,8 @@ def test_consolidation_against_an_openai_compatible_server(memory, chat):
     assert run.status == "finished" and run.judge == "openai:fake-model"
     assert run.params["judge_model"] == "fake-model" and run.params["judge_base_url"] == chat.base_url
     assert run.summary["labels"] == {"failed": 1, "restatement": 1}
-    assert memory.rows.get(acme[0]).superseded_by is None and len(memory.rows.history(acme[0])) == 1
-    assert memory.rows.get(acme[1]).state == memory.rows.get(acme[6]).state == "archived"
+    assert memory.stored_row(acme[0]).superseded_by is None and len(memory.row_history(acme[0])) == 1
+    assert memory.stored_row(acme[1]).state == memory.stored_row(acme[6]).state == "archived"
     assert "BUDGET" not in str(chat.requests[1].body) and "Release 2.4" in str(chat.requests[1].body)
     # Protected rows never reach the model.
     assert not any("finance-bot" in str(r.body) or "sec ·" in str(r.body) for r in chat.requests)
@@ -242,21 +243,22 @@ def test_refine_against_an_openai_compatible_server_survives_timeouts(memory, ch
     timed_out = [ids[0], ids[1]] if "Nordlys" in first else [ids[2], ids[3]]
     deleted = [ids[0], ids[1]] if "Nordlys" in second else [ids[2], ids[3]]
     assert timed_out != deleted
-    assert all(memory.rows.get(rid).state == "active" for rid in timed_out)  # the timed-out pair is untouched
-    assert [memory.rows.get(rid).state for rid in deleted] == ["archived", "active"]  # drop "a": the earlier row
+    assert all(memory.stored_row(rid).state == "active" for rid in timed_out)  # the timed-out pair is untouched
+    assert [memory.stored_row(rid).state for rid in deleted] == ["archived", "active"]  # drop "a": the earlier row
     MaintenanceService(memory).revert(run.run_id)
     assert active_set(memory, "t") == before
 
 
-def test_jobs_take_settings_or_memory(settings, memory):
+def test_jobs_run_by_name_with_the_settings_judge(settings, memory):
+    service = maintenance_for(settings, memory)
     ingest(memory, near_duplicates(), tenant="j")
-    done = jobs.refine(memory, "j", budget_fraction=0.9, settings=settings)
+    done = run_job(service, "refine", "j", {"budget_fraction": 0.9}, "system").view()
     assert done["status"] == "finished" and done["judge"] == "rule"
     assert isinstance(done["summary"]["preserved"], int)  # the view counts the cache
-    listed = jobs.runs(memory, "j")
+    listed = [r.view() for r in service.runs("j")]
     assert [r["run_id"] for r in listed] == [done["run_id"]]
-    reverted = jobs.revert(memory, done["run_id"])
-    assert reverted["status"] == "finished" and jobs.runs(memory, "j")[0]["status"] == "reverted"
+    reverted = run_job(service, "revert", "j", {"reverts": done["run_id"]}, "system").view()
+    assert reverted["status"] == "finished" and service.runs("j")[0].status == "reverted"
 
 
 def test_cli_consolidate_runs_and_revert(tmp_path, capsys):
@@ -292,7 +294,7 @@ def test_cli_consolidate_runs_and_revert(tmp_path, capsys):
     memory, lock = build_memory(Settings(data_dir=data))
     try:
         assert active_set(memory, "default") == before
-        assert all(memory.rows.get(rid).text for rid in ids)
+        assert all(memory.stored_row(rid).text for rid in ids)
     finally:
         memory.close()
         lock.release()

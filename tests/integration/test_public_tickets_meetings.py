@@ -45,7 +45,7 @@ def test_all_qmsum_meetings_go_in_one_document_each(tmp_path):
     report = run_meetings([QMSUM], got.extend, ConnectorState(tmp_path, "meetings"), date="2021-06-01")
     assert report.dead_letters == []
     assert report.items_seen == report.documents == len(got) == len(meetings) == 35
-    for doc, meeting in zip(got, meetings):
+    for doc, meeting in zip(got, meetings, strict=True):
         turns = meeting["meeting_transcripts"]
         # Stored whole: one line per turn, so QMSum's turn-index spans still point at the right line.
         assert len(doc.text.splitlines()) == len(turns)

@@ -44,27 +44,27 @@ def test_rebuild_gives_identical_answers(memory):
     memory.append([RowArchived(row_id=ids[3], reason="test"), RowSuperseded(row_id=ids[0], superseded_by=ids[6])])
     memory.catch_up()
     as_of = datetime(2025, 6, 1, tzinfo=timezone.utc)
-    before = (top_ids(memory), top_ids(memory, as_of=as_of), memory.rows.count())
+    before = (top_ids(memory), top_ids(memory, as_of=as_of), memory.counts())
     assert ids[3] not in sum(before[0], [])
     stats = memory.rebuild()
-    assert stats.events == memory.log.head()
-    after = (top_ids(memory), top_ids(memory, as_of=as_of), memory.rows.count())
+    assert stats.events == memory.head()
+    after = (top_ids(memory), top_ids(memory, as_of=as_of), memory.counts())
     assert after == before
-    assert memory.rows.get(ids[0]).superseded_by == ids[6]
+    assert memory.stored_row(ids[0]).superseded_by == ids[6]
 
 
 def test_projector_resumes_and_replay_changes_nothing(memory):
     docs = corpus()[:40]
     memory.ingest(docs[:20])
     memory.catch_up()
-    applied = memory.projector.applied
+    applied = memory.applied
     memory.ingest(docs[20:] + docs[:5])  # 5 repeats of sources already stored
     memory.catch_up()
-    counts = memory.rows.count()
+    counts = memory.counts()
     assert counts["active"] == 40 and counts["skipped"] == 5
     # Re-applying events that the checkpoint already covers (as after a crash between the index
     # writes and the row-store commit) leaves every projection as it was.
-    memory.projector.apply(memory.log.read(applied - 5, 10))
-    assert memory.rows.count() == counts
-    hits = memory.lexical.search_text(["decision"], memory.scope_for(Caller()), 1000, True)
+    memory.projection.apply(memory.read_log(applied - 5, 10))
+    assert memory.counts() == counts
+    hits = memory._lexical.search_text(["decision"], memory.scope_for(Caller()), 1000, True)
     assert len(hits) == 40

@@ -5,7 +5,7 @@ tenants apart."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given, settings
@@ -22,7 +22,7 @@ names = st.text(min_size=0, max_size=40)
 dates = st.one_of(
     st.none(),
     st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(2100, 1, 1),
-                 timezones=st.sampled_from([timezone.utc, timezone(timedelta(hours=5, minutes=30)),
+                 timezones=st.sampled_from([UTC, timezone(timedelta(hours=5, minutes=30)),
                                             timezone(timedelta(hours=-8))])),
 )
 documents = st.fixed_dictionaries(

@@ -19,9 +19,10 @@ from schemas.events import (
 )
 from services.adapters.event_log.sqlite import SqliteEventLog
 from services.app.maintenance import MaintenanceService, RunConflict, RunNotFound
+from services.app.task_runner import make_budget
+from services.bootstrap import judge_for
 from services.errors import OrgmemError
 from services.settings import Settings
-from workers.maintenance.jobs import judge_for, make_budget
 
 
 class LogOnlyMemory:
@@ -33,6 +34,12 @@ class LogOnlyMemory:
 
     def append(self, events):
         return self.log.append(events)
+
+    def head(self):
+        return self.log.head()
+
+    def read_log(self, after, limit):
+        return self.log.read(after, limit)
 
     def catch_up(self):
         self.caught_up += 1

@@ -1,10 +1,10 @@
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from services.core.reserve import with_recency_reserve
 
 
 def key(year, pos):
-    return (datetime(year, 1, 1, tzinfo=timezone.utc), pos)
+    return (datetime(year, 1, 1, tzinfo=UTC), pos)
 
 
 def test_k_minus_three_by_order_then_three_latest_dated_remaining():

@@ -2,7 +2,7 @@
 
 import json
 
-from schemas import SCHEMA_VERSION
+from schemas import SCHEMA_VERSION, admin
 from schemas.documents import DocumentIn
 from schemas.events import (
     EVENT_ADAPTER,
@@ -12,6 +12,7 @@ from schemas.events import (
     event_to_json,
 )
 from schemas.export import OUT, all_schemas
+from services.core.maintenance.consolidation import DEFAULT_TAU
 
 
 def test_committed_schemas_are_current():
@@ -33,3 +34,8 @@ def test_events_round_trip_with_their_type_and_version():
 def test_naive_dates_are_utc_and_lists_are_cleaned():
     doc = DocumentIn(text="x", date="2025-03-04T10:00:00", tags=[" a ", "a", "", "b"])
     assert doc.date.utcoffset().total_seconds() == 0 and doc.tags == ["a", "b"]
+
+
+def test_admin_schema_defaults_match_the_core():
+    # schemas/ may not import services/, so the default is a copy; this keeps the copy honest.
+    assert admin.DEFAULT_TAU == DEFAULT_TAU and admin.ConsolidateRequest().tau == DEFAULT_TAU

@@ -18,7 +18,7 @@ from services.core.selection import (
 
 
 def pool_of(spec: list[tuple[str, float, str | None, int]]) -> Pool:
-    ids, scores, threads, positions = zip(*spec)
+    ids, scores, threads, positions = zip(*spec, strict=True)
     return Pool(list(ids), np.array(scores), list(threads), list(positions))
 
 
@@ -125,7 +125,7 @@ def test_pursuit_order_is_pursuit_select_over_the_top_of_the_pool():
     E = rng.standard_normal((6, 8))
     E /= np.linalg.norm(E, axis=1, keepdims=True)
     q = rng.standard_normal(8)
-    vectors = dict(zip(POOL.ids, E))
+    vectors = dict(zip(POOL.ids, E, strict=True))
     order = pursuit_order(POOL, q, lambda ids: np.stack([vectors[i] for i in ids]), budget=3, size=5)
     expected = pursuit_select(q, E[:5], 3).order
     assert order[:3] == [POOL.ids[i] for i in expected]

@@ -30,6 +30,9 @@ from contextlib import contextmanager
 from celery import Celery, signals
 from celery.schedules import crontab
 
+from schemas.events import MaintenanceRunFinished
+from services import bootstrap
+from services.app.task_runner import run_job
 from services.errors import BackendUnavailable
 from services.settings import Settings
 
@@ -92,6 +95,7 @@ def _configure(sender: Celery, **_kwargs) -> None:
 
 _memory = None
 _lock = None
+_service = None
 _memory_guard = threading.Lock()
 
 
@@ -101,22 +105,33 @@ def worker_memory():
     global _memory, _lock
     with _memory_guard:
         if _memory is None:
-            from services.bootstrap import build_memory
-
-            _memory, _lock = build_memory(Settings())
+            _memory, _lock = bootstrap.build_memory(Settings())
         return _memory
+
+
+def worker_maintenance():
+    """The maintenance use cases of this worker process, with the settings' judge. Several
+    workers share the runs, so an interrupted run is recognised per task (`_run_id`), not here."""
+    global _service
+    memory = worker_memory()
+    with _memory_guard:
+        if _service is None:
+            _service = bootstrap.maintenance_for(Settings(), memory, owns_runs=False)
+        return _service
 
 
 @signals.worker_process_shutdown.connect
 @signals.worker_shutdown.connect
 def _close_memory(**_kwargs) -> None:
-    global _memory, _lock
+    global _memory, _lock, _service
     with _memory_guard:
+        if _service is not None:
+            _service.close()
         if _memory is not None:
             _memory.close()
             if _lock is not None:
                 _lock.release()
-        _memory = _lock = None
+        _memory = _lock = _service = None
 
 
 RETRY = {"autoretry_for": (BackendUnavailable,), "retry_backoff": 5, "retry_backoff_max": 300,
@@ -139,9 +154,9 @@ def _replay_progress(task):
 def health(self) -> dict:
     """What this worker sees: the log head, the projections' checkpoint and counts."""
     memory = worker_memory()
-    head, applied = memory.log.head(), memory.rows.applied_position()
+    head, applied = memory.head(), memory.projection.applied
     return {"worker": socket.gethostname(), "profile": Settings().profile, "log_head": head,
-            "applied_position": applied, "lag": head - applied, "rows": memory.rows.count()}
+            "applied_position": applied, "lag": head - applied, "rows": memory.counts()}
 
 
 @app.task(name="orgmem.rebuild", bind=True, **RETRY)
@@ -196,60 +211,57 @@ def _one_run_per_tenant(task, tenant: str, work: Callable[[], dict]) -> dict:
 def _run_id(task, job: str, tenant: str, given: str | None) -> tuple[str, dict | None]:
     """A run named after the task, so a redelivered task finds its own earlier attempt. Called
     under the tenant's lock, so an attempt the log shows running is one whose worker was lost."""
-    from schemas.events import MaintenanceRunFinished
-    from workers.maintenance import jobs
-
     run_id = given or f"{job}-{task.request.id}"
-    memory = worker_memory()
-    attempts = [r for r in jobs.runs(memory, tenant) if r.get("run_id", "").startswith(run_id)]
+    service = worker_maintenance()
+    attempts = [r.view() for r in service.runs(tenant) if r.run_id.startswith(run_id)]
     for run in attempts:
         if run.get("status") == "finished":
             return run_id, run
         if run.get("status") == "running":
-            memory.append([MaintenanceRunFinished(tenant=tenant, run_id=run["run_id"], status="failed",
-                                                  summary={"error": "interrupted: the worker running it was lost; "
-                                                                    "the task was redelivered"})])
+            service.memory.append([MaintenanceRunFinished(
+                tenant=tenant, run_id=run["run_id"], status="failed",
+                summary={"error": "interrupted: the worker running it was lost; the task was redelivered"})])
     return (f"{run_id}-attempt{len(attempts) + 1}" if attempts else run_id), None
+
+
+def _job(task, job: str, tenant: str, params: dict, requested_by: str, run_id: str | None) -> dict:
+    def work() -> dict:
+        named, done = _run_id(task, job, tenant, run_id)
+        if done is not None:
+            return done
+        return run_job(worker_maintenance(), job, tenant, params, requested_by, named, _progress(task)).view()
+
+    return _one_run_per_tenant(task, tenant, work)
 
 
 @app.task(name="orgmem.consolidate", bind=True, **RETRY)
 def consolidate(self, tenant: str = "default", tau: float | None = None, run_id: str | None = None,
                 requested_by: str = "celery", max_calls: int | None = None) -> dict:
-    from workers.maintenance import jobs
-
-    def work() -> dict:
-        named, done = _run_id(self, "consolidate", tenant, run_id)
-        if done is not None:
-            return done
-        extra = {"tau": tau} if tau is not None else {}
-        return jobs.consolidate(worker_memory(), tenant, settings=Settings(), run_id=named,
-                                requested_by=requested_by, max_calls=max_calls, progress=_progress(self), **extra)
-
-    return _one_run_per_tenant(self, tenant, work)
+    return _job(self, "consolidate", tenant, {"tau": tau, "max_calls": max_calls}, requested_by, run_id)
 
 
 @app.task(name="orgmem.refine", bind=True, **RETRY)
 def refine(self, tenant: str = "default", budget_fraction: float | None = None, budget_bytes: int | None = None,
-           run_id: str | None = None, requested_by: str = "celery", max_calls: int | None = None) -> dict:
-    from workers.maintenance import jobs
-
-    def work() -> dict:
-        named, done = _run_id(self, "refine", tenant, run_id)
-        if done is not None:
-            return done
-        return jobs.refine(worker_memory(), tenant, budget_fraction=budget_fraction, budget_bytes=budget_bytes,
-                           settings=Settings(), run_id=named, requested_by=requested_by, max_calls=max_calls,
-                           progress=_progress(self))
-
-    return _one_run_per_tenant(self, tenant, work)
+           run_id: str | None = None, requested_by: str = "celery", max_calls: int | None = None,
+           min_similarity: float = 0.0, use_cache: bool = True) -> dict:
+    params = {"budget_fraction": budget_fraction, "budget_bytes": budget_bytes, "max_calls": max_calls,
+              "min_similarity": min_similarity, "use_cache": use_cache}
+    return _job(self, "refine", tenant, params, requested_by, run_id)
 
 
 @app.task(name="orgmem.revert", bind=True, **RETRY)
-def revert(self, run_id: str, requested_by: str = "celery", tenant: str | None = None) -> dict:
-    from workers.maintenance import jobs
+def revert(self, run_id: str, requested_by: str = "celery", tenant: str | None = None,
+           revert_run_id: str | None = None) -> dict:
+    service = worker_maintenance()
+    owner = next((r.tenant for r in service.runs(tenant) if r.run_id == run_id), tenant) or "default"
+    # The revert run is named by the API (or after the task), and a revert is one append: a
+    # redelivered task whose revert is in the log returns it instead of failing on "reverted already".
+    named = revert_run_id or f"revert-{self.request.id}"
 
-    owner = next((r["tenant"] for r in jobs.runs(worker_memory(), tenant) if r["run_id"] == run_id), tenant)
-    # Reverting is naturally idempotent only per attempt; the revert run is named after the task.
-    return _one_run_per_tenant(self, owner or "default", lambda: jobs.revert(
-        worker_memory(), run_id, requested_by=requested_by, tenant=tenant, revert_run_id=f"revert-{self.request.id}",
-        progress=_progress(self)))
+    def work() -> dict:
+        done = next((r for r in service.runs(owner) if r.run_id == named and r.status == "finished"), None)
+        if done is not None:
+            return done.view()
+        return run_job(service, "revert", owner, {"reverts": run_id}, requested_by, named, _progress(self)).view()
+
+    return _one_run_per_tenant(self, owner, work)

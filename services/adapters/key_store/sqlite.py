@@ -13,23 +13,23 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import re
 import secrets
 import sqlite3
 import threading
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from services.adapters.sqlite_common import decode_time, encode_time, open_with_schema
-from services.core.caller import Caller
-from services.errors import BackendUnavailable, OrgmemError
+from services.core.keys import (
+    ROLES,
+    TOKEN_PREFIX,
+    ApiKey,
+    KeyRequestError,
+    check_name,
+    key_id_of,
+)
+from services.errors import BackendUnavailable
 
-ROLES = ("reader", "writer", "admin")
-TOKEN_PREFIX = "om_"
-_TOKEN = re.compile(r"^om_([0-9a-f]{12})_([A-Za-z0-9_-]{20,128})$")
-# Tenants, principals and groups: printable names without spaces; "*" is the public ACL token.
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+:/=-]{0,127}$")
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
 _CACHE_LIMIT = 10_000
 
@@ -44,62 +44,11 @@ CREATE INDEX IF NOT EXISTS api_keys_tenant ON api_keys(tenant, created_at);
 """
 
 
-class KeyRequestError(OrgmemError):
-    """A key request that cannot be honoured (bad name, unknown key, wrong tenant)."""
-
-
-@dataclass(frozen=True)
-class ApiKey:
-    key_id: str
-    tenant: str
-    principal: str
-    groups: tuple[str, ...]
-    role: str
-    unrestricted: bool
-    name: str
-    created_at: datetime
-    created_by: str
-    revoked_at: datetime | None = None
-    revoked_by: str | None = None
-
-    @property
-    def active(self) -> bool:
-        return self.revoked_at is None
-
-    def caller(self) -> Caller:
-        readers = None if self.unrestricted else frozenset({self.principal.lower(), *(g.lower() for g in self.groups)})
-        return Caller(tenant=self.tenant, readers=readers, name=f"{self.principal} (key {self.key_id})", role=self.role)
-
-    def audit_details(self) -> dict:
-        return {"key_id": self.key_id, "principal": self.principal, "groups": list(self.groups), "role": self.role,
-                "unrestricted": self.unrestricted, "name": self.name}
-
-    def public(self) -> dict:
-        """Everything about a key except its secret and hash: safe to list, print and audit."""
-        return {"key_id": self.key_id, "tenant": self.tenant, "principal": self.principal, "groups": list(self.groups),
-                "role": self.role, "unrestricted": self.unrestricted, "name": self.name,
-                "created_at": self.created_at.isoformat(), "created_by": self.created_by,
-                "revoked_at": self.revoked_at.isoformat() if self.revoked_at else None, "revoked_by": self.revoked_by}
-
-
-def check_name(field: str, value: str) -> str:
-    if not isinstance(value, str) or not _NAME.match(value):
-        raise KeyRequestError(f"{field}: {value!r} is not a valid name (1-128 of letters, digits and ._@+:/=-, "
-                        "starting with a letter or digit)")
-    return value
-
-
 def _hash(secret: str, salt: bytes) -> bytes:
     return hashlib.scrypt(secret.encode("utf-8"), salt=salt, maxmem=64 * 1024 * 1024, **_SCRYPT)
 
 
-def key_id_of(token: str) -> str | None:
-    """The public key id inside a presented token, or None when it is not shaped like one of ours."""
-    match = _TOKEN.match(token)
-    return match.group(1) if match else None
-
-
-class KeyStore:
+class SqliteKeyStore:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._conn = open_with_schema(self.path, _SCHEMA, "key store")
@@ -109,10 +58,6 @@ class KeyStore:
             pass
         self._lock = threading.Lock()
         self._verified: dict[bytes, bytes] = {}
-
-    @classmethod
-    def for_settings(cls, settings) -> "KeyStore":
-        return cls(settings.auth.keys_file or Path(settings.data_dir) / "keys.sqlite")
 
     def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
         with self._lock:

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from itertools import combinations
 from pathlib import Path
 
@@ -67,12 +67,11 @@ def _query_analyzer() -> tantivy.TextAnalyzer:
     )
 
 
-def _micros(value: datetime) -> int:
-    # Naive datetimes are UTC, as in schemas.documents.
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    delta = value - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+def _micros(field: str, value: datetime) -> int:
+    if not isinstance(value, datetime):
+        raise TypeError(f"{field}: expected a datetime, got {type(value).__name__}")
+    # Naive datetimes are UTC, as in schemas.documents; floor division of timedeltas is exact.
+    return ((value if value.tzinfo else value.replace(tzinfo=timezone.utc)) - _EPOCH) // timedelta(microseconds=1)
 
 
 def _row_tags(row: Row) -> list[str]:
@@ -161,22 +160,16 @@ class TantivyLexicalIndex:
 
     def _document(self, row: Row) -> tantivy.Document:
         fields: dict[str, object] = {
-            "row_id": row.row_id,
-            "tenant": row.tenant,
-            "acl": acl_tokens(row.acl),
-            "state": row.state,
-            "kind": row.kind,
-            "author": row.author,
-            "text": row.text,
-            "ingested_at": _field_micros("ingested_at", row.ingested_at),
-            "ingest_position": row.ingest_position,
+            "row_id": row.row_id, "tenant": row.tenant, "acl": acl_tokens(row.acl), "state": row.state,
+            "kind": row.kind, "author": row.author, "text": row.text,
+            "ingested_at": _micros("ingested_at", row.ingested_at), "ingest_position": row.ingest_position,
         }
         if row.thread is not None:
             fields["thread"] = row.thread
         if row.title:
             fields["title"] = row.title
         if row.event_time is not None:
-            fields["event_time"] = _field_micros("event_time", row.event_time)
+            fields["event_time"] = _micros("event_time", row.event_time)
         tags = _row_tags(row)
         if tags:
             fields["tag"] = tags
@@ -292,7 +285,7 @@ class TantivyLexicalIndex:
 
         def at_most(field: str, bound: datetime) -> tantivy.Query:
             return Query.range_query(
-                schema, field, tantivy.FieldType.Integer, upper_bound=_field_micros(field, bound)
+                schema, field, tantivy.FieldType.Integer, upper_bound=_micros(field, bound)
             )
 
         readers = scope.reader_tokens()
@@ -400,9 +393,3 @@ class TantivyLexicalIndex:
         if self._index is None:
             raise OrgmemError(f"{COMPONENT}: index at {self._path} is closed")
         return self._index
-
-
-def _field_micros(field: str, value: datetime) -> int:
-    if not isinstance(value, datetime):
-        raise TypeError(f"{field}: expected a datetime, got {type(value).__name__}")
-    return _micros(value)

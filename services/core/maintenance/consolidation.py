@@ -157,7 +157,7 @@ def derive_document(rows: Sequence[Row], text: str, source: str, max_tokens: int
         text=clip_tokens(text, max_tokens),
         author=_authors_field(authors),
         date=min(dates) if dates else None,
-        kind=first.kind,  # type: ignore[arg-type]  # rows were validated as DocumentIn on the way in
+        kind=first.kind,
         thread=first.thread,
         title=first.title,
         tags=(author_tags + other_tags)[:MAX_TAGS],

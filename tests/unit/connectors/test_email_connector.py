@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.message import EmailMessage
 from pathlib import Path
 
@@ -41,7 +41,7 @@ def test_plain_message_becomes_one_document():
     assert doc.source == "email" and doc.kind == "email"
     assert doc.source_id == "m1@example.com"
     assert doc.author == "alice.smith@example.com"
-    assert doc.date == datetime(2000, 11, 14, 16, 22, tzinfo=timezone.utc)
+    assert doc.date == datetime(2000, 11, 14, 16, 22, tzinfo=UTC)
     assert doc.thread == "root@example.com"
     assert doc.title == "Budget for Q3"
     assert doc.participants == ["bob@example.com", "carol@example.com", "dave@example.com"]
@@ -105,7 +105,7 @@ def test_malformed_headers_degrade_to_warnings():
         ("iso-8859-1", "Caf\xe9 cr\xe8me".encode("latin-1"), "Café crème"),
         ("windows-1252", "\u201cquoted\u201d \u20ac5".encode("cp1252"), "\u201cquoted\u201d \u20ac5"),
         ("koi8-r", "Привет".encode("koi8-r"), "Привет"),
-        ("x-no-such-charset", "naïve".encode("utf-8"), "naïve"),
+        ("x-no-such-charset", "naïve".encode(), "naïve"),
         ("x-no-such-charset", "na\xefve".encode("latin-1"), "na\xefve"),
         ("us-ascii", "r\xe9sum\xe9".encode("cp1252"), "r\xe9sum\xe9"),
     ],
@@ -146,7 +146,7 @@ def test_html_only_body_is_converted_to_text():
     assert "<" not in doc.text.split("\n\n", 1)[1]
     assert "alert" not in doc.text and "color" not in doc.text
     assert doc.text.startswith("From: Jörg <joerg@example.com>")
-    assert doc.date == datetime(2023, 3, 1, 9, 0, tzinfo=timezone.utc)
+    assert doc.date == datetime(2023, 3, 1, 9, 0, tzinfo=UTC)
 
 
 def test_multipart_prefers_plain_includes_text_attachments_names_binary_ones():

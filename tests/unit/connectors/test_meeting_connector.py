@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -18,8 +18,6 @@ from services.connectors.meetings import (
     parse_vtt,
     run_meetings,
 )
-
-UTC = timezone.utc
 
 VTT = """WEBVTT
 X-Meeting-Date: 2025-03-04T09:30:00+01:00

@@ -3,23 +3,15 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from services.connectors.base import ConnectorState, read_dead_letters
-from services.connectors.tickets import (
-    CsvMapping,
-    TicketError,
-    adf_to_text,
-    parse_ticket_file,
-    parse_when,
-    run_csv,
-    run_tickets,
-)
-
-UTC = timezone.utc
+from services.connectors.tickets import parse_ticket_file, run_tickets
+from services.connectors.tickets.common import TicketError, adf_to_text, parse_when
+from services.connectors.tickets.csv import CsvMapping, run_csv
 
 ADF = {
     "type": "doc",

@@ -1,0 +1,47 @@
+"""`python -m bench.retrieval ...` (also `orgmem bench retrieval ...` from a source checkout): the
+retrieval-quality harness on the public benchmarks."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def cmd_retrieval(args) -> int:
+    from bench.retrieval.runner import run_benchmark
+
+    try:
+        text = run_benchmark(
+            args.dataset, ks=args.k, selectors=args.selector, out=Path(args.out), work=Path(args.work),
+            groups=args.groups, split=args.split, candidates=args.candidates,
+        )
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"orgmem bench: {exc}", file=sys.stderr)
+        return 2
+    print(text)
+    return 0
+
+
+def add_retrieval_arguments(p: argparse.ArgumentParser) -> None:
+    from bench.retrieval.variants import VARIANTS
+
+    p.add_argument("--dataset", required=True, choices=["locomo", "qmsum", "beam", "enron"])
+    p.add_argument("--k", type=int, nargs="+", default=[10, 20], help="budgets to score (default 10 20)")
+    p.add_argument("--selector", nargs="+", default=None, choices=sorted(VARIANTS), metavar="VARIANT",
+                   help=f"variants to compare (default: the reference set and the default); known: {', '.join(VARIANTS)}")
+    p.add_argument("--split", choices=["all", "tune", "held-out"], default="all",
+                   help="groups to score: all, the tuning half (first half of the groups) or the held-out half")
+    p.add_argument("--groups", type=int, default=None, help="only the first N conversations/meetings/chats")
+    p.add_argument("--candidates", type=int, default=200, help="C: rows fetched per leg and cached (default 200)")
+    p.add_argument("--out", default="docs", help="folder for <dataset>.md and img/<dataset>.png (default docs)")
+    p.add_argument("--work", default="bench/out/eval", help="cache of built data folders and candidates")
+    p.set_defaults(handler=cmd_retrieval)
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m bench.retrieval") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description="retrieval quality on a public dataset from "
+                                     "../shared/data (no language model)")
+    add_retrieval_arguments(parser)
+    args = parser.parse_args(argv)
+    return args.handler(args)

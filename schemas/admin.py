@@ -1,0 +1,97 @@
+"""Requests and responses of the admin API (v1): API keys and maintenance runs of the caller's tenant."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+# The consolidation threshold when a request gives none; equal to
+# services.core.maintenance.consolidation.DEFAULT_TAU (a unit test keeps the two the same).
+DEFAULT_TAU = 0.85
+
+
+# --- keys -------------------------------------------------------------------------------------
+class KeyCreateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    principal: str = Field(min_length=1, max_length=128)
+    role: str = Field(pattern="^(reader|writer|admin)$")
+    groups: list[str] = Field(default_factory=list, max_length=100)
+    name: str = Field(default="", max_length=200)
+    unrestricted: bool = Field(default=False, description="admin only: read every row of the tenant")
+
+
+class KeyInfo(BaseModel):
+    key_id: str
+    tenant: str
+    principal: str
+    groups: list[str]
+    role: str
+    unrestricted: bool
+    name: str
+    created_at: str
+    created_by: str
+    revoked_at: str | None
+    revoked_by: str | None
+
+
+class KeyCreateResponse(BaseModel):
+    key: KeyInfo
+    token: str = Field(description="The secret, shown this once; store it now.")
+
+
+class KeyListResponse(BaseModel):
+    keys: list[KeyInfo]
+
+
+# --- maintenance ------------------------------------------------------------------------------
+class ConsolidateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tau: float = Field(default=DEFAULT_TAU, gt=0.0, le=1.0, description="Cosine to a group's first row.")
+    max_calls: int | None = Field(default=None, ge=0, description="At most this many groups judged.")
+
+
+class RefineRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    budget_fraction: float | None = Field(default=None, gt=0.0, le=1.0,
+                                          description="Target size as a fraction of the active size now.")
+    budget_bytes: int | None = Field(default=None, ge=0, description="Target size in bytes (JSON of the rows).")
+    max_calls: int | None = Field(default=None, ge=0, description="At most this many pairs judged.")
+    min_similarity: float = Field(default=0.0, ge=-1.0, le=1.0, description="Pairs below are never proposed.")
+    use_cache: bool = Field(default=True, description="Skip pairs an earlier run with this judge preserved.")
+
+    @model_validator(mode="after")
+    def _one_budget(self) -> RefineRequest:
+        if (self.budget_fraction is None) == (self.budget_bytes is None):
+            raise ValueError("budget_fraction, budget_bytes: give exactly one")
+        return self
+
+
+class RunAccepted(BaseModel):
+    run_id: str
+    job: str
+    status: Literal["queued"] = "queued"
+    reverts: str | None = None
+
+
+class RunView(BaseModel):
+    run_id: str
+    job: str
+    tenant: str
+    status: Literal["queued", "running", "finished", "failed", "reverted"]
+    params: dict[str, Any]
+    judge: str
+    requested_by: str
+    runner: str = Field(default="", description="host:pid of the process that ran it.")
+    started_at: str | None
+    finished_at: str | None
+    started_position: int | None
+    finished_position: int | None
+    summary: dict[str, Any]
+    progress: dict[str, Any]
+    events: int = Field(description="Decision events the run appended.")
+    reverted_by: str | None
+
+
+class RunsResponse(BaseModel):
+    runs: list[RunView]

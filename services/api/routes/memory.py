@@ -1,0 +1,113 @@
+"""The memory routes: ingest whole documents, query as of a time, read a row or a thread."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+from fastapi import APIRouter
+from fastapi.concurrency import run_in_threadpool
+
+from schemas.api import (
+    IngestRequest,
+    IngestResponse,
+    QueryHit,
+    QueryRequest,
+    QueryResponse,
+    RowResponse,
+    ThreadResponse,
+)
+from services.api.deps import CurrentCaller, State, Writer
+from services.api.problems import ApiProblem, invalid_request
+from services.core.evidence import render_evidence
+
+router = APIRouter(tags=["memory"])
+
+# Dates outside these years are refused at the door: they are typos or attacks, and some stores
+# cannot round-trip them (3-digit years, overflow when shifting to UTC near year 1 or 9999).
+DATE_MIN = datetime(1000, 1, 1, tzinfo=UTC)
+DATE_MAX = datetime(9000, 1, 1, tzinfo=UTC)
+
+
+def _date_problem(field: str, value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        in_range = DATE_MIN <= (value if value.tzinfo else value.replace(tzinfo=UTC)) <= DATE_MAX
+    except OverflowError:
+        in_range = False
+    return None if in_range else f"{field}: a date from year {DATE_MIN.year} to {DATE_MAX.year}"
+
+
+def check_document_dates(body: IngestRequest) -> None:
+    problems = [p for i, d in enumerate(body.documents) if (p := _date_problem(f"documents.{i}.date", d.date))]
+    if problems:
+        raise invalid_request("; ".join(problems[:10]))
+
+
+def check_query_limits(body: QueryRequest, limits) -> None:
+    problems = [p for p in (_date_problem("as_of", body.as_of), _date_problem("known_at", body.known_at)) if p]
+    if (body.k or 0) > limits.max_k:
+        problems.append(f"k: at most {limits.max_k}")
+    if (body.reserve or 0) > limits.max_k:
+        problems.append(f"reserve: at most {limits.max_k}")
+    if (body.candidates or 0) > limits.max_candidates:
+        problems.append(f"candidates: at most {limits.max_candidates}")
+    for name in ("kinds", "authors", "threads"):
+        values = getattr(body, name)
+        if values is not None and len(values) > limits.max_filter_values:
+            problems.append(f"{name}: at most {limits.max_filter_values} values")
+    for leg, weight in (body.weights or {}).items():
+        if not math.isfinite(weight) or not 0 <= weight <= 1000:
+            problems.append(f"weights.{leg}: a finite number from 0 to 1000")
+    if problems:
+        raise invalid_request("; ".join(problems))
+
+
+@router.post("/v1/documents", operation_id="ingest_documents", response_model=IngestResponse)
+async def ingest(body: IngestRequest, s: State, caller: Writer) -> IngestResponse:
+    limit = s.settings.limits.max_batch_documents
+    if len(body.documents) > limit:
+        raise ApiProblem(413, "Batch too large", f"documents: {len(body.documents)} documents exceeds the batch "
+                         f"limit of {limit}", "too-large")
+    check_document_dates(body)
+    result = await run_in_threadpool(s.memory.ingest, body.documents, caller)
+    s.metrics.documents.inc(len(body.documents))
+    s.indexer.wake()
+    return IngestResponse(row_ids=result.row_ids, position=result.position)
+
+
+@router.post("/v1/query", operation_id="query", response_model=QueryResponse)
+async def query(body: QueryRequest, s: State, caller: CurrentCaller) -> QueryResponse:
+    limits = s.settings.limits
+    check_query_limits(body, limits)
+    if body.after is not None and body.after > (head := s.memory.head()):
+        # No amount of waiting reaches a position nobody has written: a client error, not a 503.
+        raise invalid_request(f"after: position {body.after} is past the log head {head}")
+    config = s.memory.config_for(body.preset, k=body.k, reserve=body.reserve, candidates=body.candidates,
+                                 selector=body.selector, conjunctive=body.conjunctive, weights=body.weights)
+    scope = s.memory.scope_for(caller, as_of=body.as_of, known_at=body.known_at, kinds=body.kinds,
+                               authors=body.authors, threads=body.threads)
+    result = await run_in_threadpool(s.memory.query, body.q, scope, config, body.after,
+                                     limits.read_your_writes_timeout_s)
+    rows = [sel.row for sel in result.selected]
+    return QueryResponse(
+        rows=[QueryHit(rank=sel.rank, row_id=sel.row.row_id, reason=sel.reason, fused_score=sel.fused_score,
+                       leg_ranks=sel.leg_ranks, leg_scores=sel.leg_scores, date=sel.row.event_time,
+                       author=sel.row.author, kind=sel.row.kind, thread=sel.row.thread, title=sel.row.title,
+                       text=sel.row.text, superseded_by=sel.row.superseded_by) for sel in result.selected],
+        evidence=render_evidence(rows, show_supersession=body.show_supersession),
+        matched=result.matched, leg_sizes=result.leg_sizes, timings_ms=result.timings_ms,
+        applied_position=s.memory.applied,
+    )
+
+
+@router.get("/v1/rows/{row_id}", operation_id="get_row", response_model=RowResponse)
+def get_row(row_id: str, s: State, caller: CurrentCaller) -> RowResponse:
+    row, history = s.memory.row(row_id, caller)
+    return RowResponse(row=row, history=history)
+
+
+@router.get("/v1/threads/{thread_id:path}", operation_id="get_thread", response_model=ThreadResponse)
+def get_thread(thread_id: str, s: State, caller: CurrentCaller) -> ThreadResponse:
+    return ThreadResponse(thread=thread_id, rows=s.memory.thread(thread_id, caller))

@@ -1,0 +1,105 @@
+"""The read path's ranking once the legs have answered (Mem++ §3.3): weighted RRF over the legs,
+the configured selector over the fused pool, then the recency reserve.
+
+`Retriever.retrieve` and the benchmark harness's replay both call `rank`, so an offline replay
+ranks exactly as a query does. Pure: rows come in as their ranking fields, vectors through a
+callable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import islice
+from typing import Protocol
+
+import numpy as np
+
+from services.core.fusion import Fused, weighted_rrf
+from services.core.reserve import Pick, RecencyKey, with_recency_reserve
+from services.core.retrieval_config import RetrievalConfig
+from services.core.selection import Pool, VectorsFor, select
+
+LEXICAL_LEG = "lex"  # its BM25 scores feed the coverage selector's thread votes
+
+Hits = Sequence[tuple[str, float]]  # one leg's answer: (row id, score), best first
+
+
+class RankingFields(Protocol):
+    """What ranking needs of a row besides its vector (`services.ports.RowHead` has it)."""
+
+    @property
+    def thread(self) -> str | None: ...
+
+    @property
+    def ingest_position(self) -> int: ...
+
+    @property
+    def recency(self) -> RecencyKey: ...
+
+
+@dataclass(frozen=True)
+class RowFields:
+    """RankingFields as plain data."""
+
+    thread: str | None
+    ingest_position: int
+    recency: RecencyKey
+
+
+@dataclass(frozen=True)
+class Fusion:
+    legs: dict[str, list[tuple[str, float]]]  # each leg cut to C, rows without fields dropped
+    fused: list[Fused]
+
+
+@dataclass(frozen=True)
+class Ranking:
+    picks: list[Pick]  # the answer, in order, each with the reason it was picked
+    fusion: Fusion
+
+
+def fuse(legs: Mapping[str, Hits], fields: Mapping[str, RankingFields], config: RetrievalConfig) -> Fusion:
+    """Weighted RRF over each leg's first C hits. A hit whose row has no ranking fields (an
+    index still lists it, the store no longer admits it) is dropped before ranks are counted."""
+    kept = {leg: [(rid, score) for rid, score in hits[: config.candidates] if rid in fields]
+            for leg, hits in legs.items()}
+    ids = {leg: [rid for rid, _ in hits] for leg, hits in kept.items()}
+    ingest_order = {rid: fields[rid].ingest_position for leg_ids in ids.values() for rid in leg_ids}
+    return Fusion(kept, weighted_rrf(ids, config.weights, config.gamma, ingest_order))
+
+
+def pool_of(fusion: Fusion, fields: Mapping[str, RankingFields]) -> Pool:
+    """The pool a selector orders: the fused rows with their threads, positions and BM25 scores."""
+    return Pool.from_fused(fusion.fused, lambda rid: fields[rid].thread, lambda rid: fields[rid].ingest_position,
+                           dict(fusion.legs.get(LEXICAL_LEG, [])))
+
+
+def rank(
+    legs: Mapping[str, Hits],
+    fields: Mapping[str, RankingFields],
+    query: np.ndarray,
+    vectors_for: VectorsFor,
+    config: RetrievalConfig,
+    newest: Iterable[str],
+    lap: Callable[[str], None] | None = None,
+) -> Ranking:
+    """The k rows the read path returns: the first k - R in the selector's order, then the
+    recency reserve of R (`services.core.reserve`).
+
+    `fields` covers every hit and the rows of `newest`: the scope's row ids, most recently
+    ingested first, of which the first R that no leg matched fill a reserve short of matched
+    rows (it is read only that far). `lap(stage)` is called after "fuse", "select" and
+    "reserve", so a caller can time them."""
+    mark = lap or (lambda stage: None)
+    fusion = fuse(legs, fields, config)
+    mark("fuse")
+    ordered, lead_reason = select(pool_of(fusion, fields), query, vectors_for, config)
+    mark("select")
+    matched = [f.row_id for f in fusion.fused]
+    taken = set(matched)
+    unmatched = list(islice((rid for rid in newest if rid not in taken), max(config.reserve, 0)))
+    recency = {rid: fields[rid].recency for rid in (*matched, *unmatched)}
+    picks = with_recency_reserve(ordered, matched, config.k, config.reserve, recency, unmatched, lead_reason)
+    mark("reserve")
+    return Ranking(picks, fusion)
