@@ -20,7 +20,13 @@ import time
 from pathlib import Path
 
 from bench.corpus import documents, queries
-from services.bootstrap import DataFolderLock, assemble_memory, build_memory, embedded_adapters, embedder_for
+from services.bootstrap import (
+    DataFolderLock,
+    assemble_memory,
+    build_memory,
+    embedded_adapters,
+    embedder_for,
+)
 from services.core.caller import Caller
 from services.settings import Settings
 

@@ -1,5 +1,6 @@
 """One error hierarchy for orgmem. Adapters translate driver errors into these at their boundary;
-the API maps each class to one HTTP status in one place (`services/api/problems.py`)."""
+the API maps each class to one HTTP status in one place (`services/api/problems.py`). The named
+cases below are caught by name where a caller treats them apart; each inherits its status."""
 
 from __future__ import annotations
 
@@ -30,3 +31,69 @@ class BackendUnavailable(OrgmemError):
     def __init__(self, component: str, detail: str):
         super().__init__(f"{component} unavailable: {detail}")
         self.component = component
+
+
+# --- named cases of Invalid (its HTTP status applies) ---
+
+
+class KeyRequestError(Invalid):
+    """A key request that cannot be honoured (bad name, unknown key, wrong tenant)."""
+
+
+class TicketError(Invalid, ValueError):
+    """One item cannot be read; the message names the field and the problem."""
+
+
+class MeetingError(Invalid, ValueError):
+    """A meeting cannot be read; the message names the field and the problem."""
+
+
+class EmailParseError(Invalid):
+    """A message that cannot become a document; the message names the field and the problem."""
+
+
+class InvalidVectors(Invalid):
+    """Some vectors of a batch were unusable; the other rows of the batch were written."""
+
+    def __init__(self, problems: dict[str, str]):
+        listed = "; ".join(f"row {row_id!r}: {why}" for row_id, why in problems.items())
+        super().__init__(f"vectors: {len(problems)} row(s) not indexed: {listed}")
+        self.problems = problems
+
+
+# --- named cases of NotFound (its HTTP status applies) ---
+
+
+class RunNotFound(NotFound):
+    """No maintenance run of that id (in the caller's tenant)."""
+
+
+# --- named cases of Conflict (its HTTP status applies) ---
+
+
+class RunConflict(Conflict):
+    """The run cannot be reverted (still running, already reverted, or later runs built on it)."""
+
+
+class IncompatibleAccess(Conflict):
+    """No reader may see every source row, so no merged row can be written without widening access."""
+
+
+class ProjectionFenced(Conflict):
+    """The checkpoint moved under this writer: another indexer took over, or a rebuild reset the
+    projections. The caller re-reads `applied_position()` and continues from there."""
+
+
+# --- named cases of OrgmemError (its HTTP status applies) ---
+
+
+class MaintenanceFailed(OrgmemError):
+    """A run stopped on an error; it is recorded as failed and what it appended stays revertible."""
+
+
+class JudgeFailed(OrgmemError):
+    """A judge call failed or answered something unusable. The policies then change nothing."""
+
+
+class ImapError(OrgmemError):
+    """The IMAP server refused something (login, a mailbox); the text never holds the password."""

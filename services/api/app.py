@@ -13,7 +13,9 @@ from services.api.auth import Authenticator
 from services.api.metrics import Metrics
 from services.api.middleware import BodyLimit, LimitsAndMetrics
 from services.api.routes import connectors, keys, maintenance, ops
-from services.api.routes import memory as memory_routes  # `memory` names the Memory below
+from services.api.routes import (
+    memory as memory_routes,  # `memory` names the Memory below
+)
 from services.app.audit import record_admin_action
 from services.app.memory import Memory
 from services.bootstrap import server_parts

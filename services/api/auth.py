@@ -17,8 +17,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from services.api.problems import ApiProblem
 from services.api.ratelimit import RateLimiter, storage_url
 from services.core.caller import Caller
-from services.core.keys import KeyRequestError, check_name
-from services.errors import BackendUnavailable, OrgmemError
+from services.core.keys import check_name
+from services.errors import BackendUnavailable, KeyRequestError, OrgmemError
 from services.ports import KeyStore
 
 ROLE_RANK = {"reader": 0, "writer": 1, "admin": 2}

@@ -15,9 +15,16 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from services.app.maintenance import RunConflict
-from services.core.keys import KeyRequestError
-from services.errors import BackendUnavailable, Conflict, Invalid, NotFound, NotReady, OrgmemError
+from services.errors import (
+    BackendUnavailable,
+    Conflict,
+    Invalid,
+    KeyRequestError,
+    NotFound,
+    NotReady,
+    OrgmemError,
+    RunConflict,
+)
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import logging
 import os
 import socket
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 from schemas.documents import DocumentIn
@@ -27,8 +27,6 @@ from schemas.events import (
 )
 from schemas.rows import Row
 from services.app.maintenance_runs import (
-    DECISION_EVENTS,
-    READ_BATCH,
     RunInfo,
     RunLedger,
     RunTracker,
@@ -37,9 +35,7 @@ from services.app.maintenance_runs import (
 from services.app.memory import Memory
 from services.core.maintenance import (
     Budget,
-    IncompatibleAccess,
     Judge,
-    JudgeFailed,
     RefinePlanner,
     group_rows,
     inverse_events,
@@ -48,7 +44,15 @@ from services.core.maintenance import (
 from services.core.maintenance.consolidation import DEFAULT_TAU, Neighbours
 from services.core.scope import Scope
 from services.core.write_path import embedding_text
-from services.errors import Conflict, NotFound, NotReady, OrgmemError
+from services.errors import (
+    IncompatibleAccess,
+    JudgeFailed,
+    MaintenanceFailed,
+    NotReady,
+    OrgmemError,
+    RunConflict,
+    RunNotFound,
+)
 
 log = logging.getLogger(__name__)
 
@@ -59,18 +63,6 @@ def runner_name() -> str:
     """Which process runs a run, recorded with its start, so that an operator (and a test) can
     tell a Celery worker's runs from the server's own. Read per run: a forked worker has its own pid."""
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-class RunNotFound(NotFound):
-    pass
-
-
-class RunConflict(Conflict):
-    """The run cannot be reverted (still running, already reverted, or later runs built on it)."""
-
-
-class MaintenanceFailed(OrgmemError):
-    """A run stopped on an error; it is recorded as failed and what it appended stays revertible."""
 
 
 class _Appender:
@@ -339,17 +331,6 @@ class MaintenanceService:
         return [r.run_id for r in stale]
 
     # --- revert -------------------------------------------------------------------------------
-    def run_events(self, run: RunInfo) -> Iterator[Event]:
-        """The decision events of a run, in log order."""
-        after = (run.started_position or 1) - 1
-        end = run.finished_position or self.memory.head()
-        while after < end and (batch := self.memory.read_log(after, READ_BATCH)):
-            for logged in batch:
-                event = logged.event
-                if logged.position <= end and isinstance(event, DECISION_EVENTS) and event.run_id == run.run_id:
-                    yield event
-            after = batch[-1].position
-
     def check_revertible(self, run_id: str, tenant: str | None = None) -> RunInfo:
         run = self.run(run_id, tenant)
         if run.status in ("queued", "running"):
@@ -358,29 +339,12 @@ class MaintenanceService:
             raise RunConflict(f"run {run_id} was reverted already (by {run.reverted_by})")
         if run.job == "revert":
             raise RunConflict(f"run {run_id} is itself a revert; a revert is not reverted")
-        touched = {e.row_id for e in self.run_events(run)}
-        later = self._later_changes(run, touched)
+        touched = {e.row_id for e in self.ledger.run_events(run)}
+        later = self.ledger.later_changes(run, touched)
         if later:
             raise RunConflict(f"run {run_id}: rows it changed were changed again by later runs "
                               f"{sorted(later)}; revert those first")
         return run
-
-    def _later_changes(self, run: RunInfo, touched: set[str]) -> set[str]:
-        runs = self.ledger.refresh()
-        after, found = run.finished_position or 0, set()
-        while touched and (batch := self.memory.read_log(after, READ_BATCH)):
-            for logged in batch:
-                event = logged.event
-                if not isinstance(event, DECISION_EVENTS) or event.run_id in (None, run.run_id):
-                    continue
-                other = runs.get(event.run_id)
-                # A later run that was reverted, or a revert itself, leaves the rows as they were.
-                if other is not None and (other.status == "reverted" or other.job == "revert"):
-                    continue
-                if event.row_id in touched:
-                    found.add(event.run_id)
-            after = batch[-1].position
-        return found
 
     def revert(self, run_id: str, *, requested_by: str = "system", tenant: str | None = None,
                revert_run_id: str | None = None, progress: Progress | None = None) -> RunInfo:
@@ -390,7 +354,7 @@ class MaintenanceService:
         either the whole revert is in the log or none of it is."""
         run = self.check_revertible(run_id, tenant)
         revert_id = revert_run_id or new_run_id("revert")
-        inverse = inverse_events(list(self.run_events(run)), revert_id)
+        inverse = inverse_events(list(self.ledger.run_events(run)), revert_id)
         if progress:
             progress({"phase": "reverting", "events": len(inverse)})
         logged = self.memory.append([
@@ -413,7 +377,4 @@ def active_set(memory: Memory, tenant: str) -> dict[str, str | None]:
     return {row.row_id: row.superseded_by for row in memory.rows_in_scope(Scope(tenant=tenant))}
 
 
-__all__ = [
-    "MaintenanceFailed", "MaintenanceService", "RunConflict", "RunInfo", "RunLedger", "RunNotFound", "RunTracker",
-    "active_set", "new_run_id",
-]  # fmt: skip
+__all__ = ["MaintenanceService", "Progress", "active_set", "runner_name"]

@@ -7,10 +7,12 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from schemas.events import (
+    Event,
     LoggedEvent,
     MaintenanceRunFinished,
     MaintenanceRunStarted,
@@ -114,6 +116,35 @@ class RunLedger:
                     self._fold(logged)
                 self._after = batch[-1].position
             return {rid: dataclasses.replace(run) for rid, run in self._runs.items()}
+
+    def run_events(self, run: RunInfo) -> Iterator[Event]:
+        """The decision events of a run, in log order."""
+        after = (run.started_position or 1) - 1
+        end = run.finished_position or self.memory.head()
+        while after < end and (batch := self.memory.read_log(after, READ_BATCH)):
+            for logged in batch:
+                event = logged.event
+                if logged.position <= end and isinstance(event, DECISION_EVENTS) and event.run_id == run.run_id:
+                    yield event
+            after = batch[-1].position
+
+    def later_changes(self, run: RunInfo, touched: set[str]) -> set[str]:
+        """Runs after `run` (not reverted, not reverts) whose decisions touch rows of `touched`."""
+        runs = self.refresh()
+        after, found = run.finished_position or 0, set()
+        while touched and (batch := self.memory.read_log(after, READ_BATCH)):
+            for logged in batch:
+                event = logged.event
+                if not isinstance(event, DECISION_EVENTS) or event.run_id in (None, run.run_id):
+                    continue
+                other = runs.get(event.run_id)
+                # A later run that was reverted, or a revert itself, leaves the rows as they were.
+                if other is not None and (other.status == "reverted" or other.job == "revert"):
+                    continue
+                if event.row_id in touched:
+                    found.add(event.run_id)
+            after = batch[-1].position
+        return found
 
     def _fold(self, logged: LoggedEvent) -> None:
         event = logged.event

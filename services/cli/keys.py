@@ -19,7 +19,8 @@ from schemas.events import (
     MaintenanceRunStarted,
 )
 from services.app.audit import record_admin_action
-from services.core.keys import ROLES, KeyRequestError
+from services.core.keys import ROLES
+from services.errors import KeyRequestError
 
 
 def _actor(args: argparse.Namespace) -> str:

@@ -29,7 +29,7 @@ from pydantic import ValidationError
 
 from schemas.documents import MAX_TAGS, MAX_TEXT_CHARS, DocumentIn
 from services.connectors.base import ConnectorReport, DeadLetter
-from services.errors import OrgmemError
+from services.errors import EmailParseError
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +45,6 @@ _TEXT_APPLICATIONS = {"json", "xml", "javascript", "x-sh", "x-yaml", "yaml", "cs
 _TEXT_EXTENSIONS = {".txt", ".csv", ".md", ".json", ".xml", ".log", ".yaml", ".yml", ".ics"}
 _HTML_BLOCKS = ["p", "div", "tr", "li", "ul", "ol", "table", "h1", "h2", "h3", "h4", "h5", "h6",
                 "blockquote", "pre", "hr", "section", "article", "header", "footer"]
-
-
-class EmailParseError(OrgmemError):
-    """A message that cannot become a document; the message names the field and the problem."""
 
 
 @dataclass(frozen=True)

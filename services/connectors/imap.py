@@ -19,17 +19,13 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from schemas.documents import DocumentIn
 from services.connectors.base import ConnectorState, DeadLetter, Sink
 from services.connectors.email import EmailReport, parse_item
-from services.errors import BackendUnavailable, OrgmemError
+from services.errors import BackendUnavailable, ImapError
 
 log = logging.getLogger(__name__)
 
 CONNECTOR = "imap"
 FETCH_CHUNK = 100  # UIDs per FETCH; each chunk goes to the sink before the cursor moves
 _UID = re.compile(rb"\bUID (\d+)")
-
-
-class ImapError(OrgmemError):
-    """The IMAP server refused something (login, a mailbox); the text never holds the password."""
 
 
 class ImapSettings(BaseModel):

@@ -32,7 +32,7 @@ from webvtt.errors import MalformedCaptionError, MalformedFileError
 from schemas.documents import MAX_TAGS, DocumentIn
 from services.connectors.base import ConnectorReport, ConnectorState, DeadLetter, Sink
 from services.connectors.files import Paths, run_files
-from services.errors import OrgmemError
+from services.errors import MeetingError
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +41,6 @@ SUFFIXES = (".json", ".jsonl", ".vtt", ".srt", ".txt")
 UNKNOWN = "unknown"
 
 Turn = tuple[str | None, str]
-
-
-class MeetingError(OrgmemError, ValueError):
-    """A meeting cannot be read; the message names the field and the problem."""
 
 
 @dataclass

@@ -8,16 +8,13 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from services.core.caller import Caller
-from services.errors import Invalid
+from services.errors import KeyRequestError
 
 ROLES = ("reader", "writer", "admin")
 TOKEN_PREFIX = "om_"
 TOKEN = re.compile(r"^om_([0-9a-f]{12})_([A-Za-z0-9_-]{20,128})$")
 # Tenants, principals and groups: printable names without spaces; "*" is the public ACL token.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+:/=-]{0,127}$")
-
-class KeyRequestError(Invalid):
-    """A key request that cannot be honoured (bad name, unknown key, wrong tenant)."""
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,6 @@ from qdrant_client import QdrantClient
 
 from schemas.rows import Row
 from services.adapters.vector._payload import (
-    InvalidVectors,
     carried_row_id,
     carrying_point_id,
     point_id,
@@ -30,7 +29,7 @@ from services.adapters.vector._payload import (
 from services.adapters.vector.qdrant_edge import CARRYING_MARKER, QdrantEdgeVectorIndex
 from services.adapters.vector.qdrant_server import QdrantServerVectorIndex
 from services.core.scope import Scope, admits
-from services.errors import BackendUnavailable, OrgmemError
+from services.errors import BackendUnavailable, InvalidVectors, OrgmemError
 from services.ports import Hit, VectorIndex
 
 DIM = 24

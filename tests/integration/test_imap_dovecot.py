@@ -9,9 +9,9 @@ from email.message import EmailMessage
 import pytest
 
 from services.connectors.base import ConnectorState
-from services.connectors.imap import ImapError, ImapSettings, run_imap
+from services.connectors.imap import ImapSettings, run_imap
 from services.connectors.mail_files import run_email
-from services.errors import BackendUnavailable
+from services.errors import BackendUnavailable, ImapError
 from tests.integration.dovecot import DovecotServer, dovecot_binary
 from tests.sinks import Collector
 

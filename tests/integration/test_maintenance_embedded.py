@@ -11,12 +11,13 @@ from pydantic import SecretStr
 from schemas.documents import DocumentIn
 from schemas.events import RowArchived, RowDerived, RowRestored, RowSuperseded
 from services.adapters.judge import OpenAICompatJudge, RuleJudge
-from services.app.maintenance import MaintenanceService, RunConflict, active_set
+from services.app.maintenance import MaintenanceService, active_set
 from services.app.task_runner import run_job
 from services.bootstrap import maintenance_for
 from services.core.caller import Caller
 from services.core.maintenance import Budget, row_size_bytes
 from services.core.scope import Scope
+from services.errors import RunConflict
 from tests.integration.fake_chat_server import FakeChatServer, Reply
 
 
@@ -108,7 +109,7 @@ def test_consolidation_then_revert_on_a_real_memory(memory):
     assert all(len(memory.row_history(rid)) == 1 for rid in globex)
 
     # Every decision event carries the run id and the judge.
-    events = list(service.run_events(run))
+    events = list(service.ledger.run_events(run))
     assert len(events) == run.events == 4  # 1 superseded, 1 derived, 2 archived
     assert {type(e) for e in events} == {RowSuperseded, RowDerived, RowArchived}
     assert all(e.run_id == run.run_id and "[rule]" in e.reason for e in events)
@@ -117,7 +118,7 @@ def test_consolidation_then_revert_on_a_real_memory(memory):
     undo = service.revert(run.run_id, requested_by="alice")
     assert undo.status == "finished" and undo.job == "revert" and undo.params == {"reverts": run.run_id}
     assert active_set(memory, "acme") == before_acme
-    assert all(isinstance(e, (RowRestored, RowArchived)) for e in service.run_events(undo))
+    assert all(isinstance(e, (RowRestored, RowArchived)) for e in service.ledger.run_events(undo))
     assert service.run(run.run_id).status == "reverted" and service.run(run.run_id).reverted_by == undo.run_id
     assert texts(memory, acme + globex) == originals
     assert memory.row(merged.row_id, Caller(tenant="acme"))[0].state == "archived"  # still readable
@@ -189,7 +190,7 @@ def test_later_runs_must_be_reverted_first(memory):
     middle = active_set(memory, "r2")
     second = service.consolidate("r2")
     assert memory.stored_row(derived.row_id).state == "archived"
-    assert any(e.row_id == derived.row_id for e in service.run_events(second))
+    assert any(e.row_id == derived.row_id for e in service.ledger.run_events(second))
     with pytest.raises(RunConflict, match=f"{second.run_id}.*revert those first"):
         service.revert(first.run_id)
     service.revert(second.run_id)

@@ -10,7 +10,7 @@ from pydantic import SecretStr
 
 from schemas.rows import Row
 from services.adapters.judge.openai_compat import OpenAICompatJudge
-from services.core.maintenance import JudgeFailed
+from services.errors import JudgeFailed
 from tests.integration.fake_chat_server import FakeChatServer, Reply
 
 T0 = datetime(2024, 7, 1, tzinfo=timezone.utc)

@@ -31,10 +31,10 @@ from schemas.rows import Row
 from services.core.maintenance.judging import (
     MERGED_MAX_TOKENS,
     GroupLabel,
-    JudgeFailed,
     PairDecision,
     clip_tokens,
 )
+from services.errors import JudgeFailed
 
 log = logging.getLogger(__name__)
 

@@ -20,15 +20,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from services.adapters.sqlite_common import decode_time, encode_time, open_with_schema
-from services.core.keys import (
-    ROLES,
-    TOKEN_PREFIX,
-    ApiKey,
-    KeyRequestError,
-    check_name,
-    key_id_of,
-)
-from services.errors import BackendUnavailable
+from services.core.keys import ROLES, TOKEN_PREFIX, ApiKey, check_name, key_id_of
+from services.errors import BackendUnavailable, KeyRequestError
 
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
 _CACHE_LIMIT = 10_000

@@ -22,7 +22,7 @@ from datetime import datetime
 from schemas.rows import Row, RowChange
 from services.adapters import elasticsearch_common as es
 from services.core.scope import Scope
-from services.errors import OrgmemError
+from services.errors import OrgmemError, ProjectionFenced
 from services.ports import RowHead, RowMutation, SkippedDocument
 
 COMPONENT = "row store (Elasticsearch)"
@@ -43,11 +43,6 @@ META_MAPPINGS = {"dynamic": "strict", "properties": {
     # The redo record of the batch being applied: kept whole in _source, never indexed.
     "pending": {"type": "object", "enabled": False},
 }}
-
-
-class ProjectionFenced(OrgmemError):
-    """The checkpoint moved under this writer: another indexer took over, or a rebuild reset the
-    projections. The caller re-reads `applied_position()` and continues from there."""
 
 
 def history_document(mutation: RowMutation) -> dict:

@@ -38,15 +38,6 @@ GRAPH_FIELDS = frozenset({TENANT_FIELD, "acl", "kind"})
 HIT_FIELDS = ["row_id", "ingest_position"]
 
 
-class InvalidVectors(OrgmemError):
-    """Some vectors of a batch were unusable; the other rows of the batch were written."""
-
-    def __init__(self, problems: dict[str, str]):
-        listed = "; ".join(f"row {row_id!r}: {why}" for row_id, why in problems.items())
-        super().__init__(f"vectors: {len(problems)} row(s) not indexed: {listed}")
-        self.problems = problems
-
-
 def point_id(row_id: str) -> str:
     """Qdrant accepts only unsigned ints or UUIDs as ids; a name-based UUID is deterministic."""
     return str(uuid.uuid5(POINT_NAMESPACE, row_id))

@@ -51,7 +51,6 @@ from services.adapters.vector._payload import (
     TENANT_FIELD,
     TIE_MARGIN,
     Condition,
-    InvalidVectors,
     Scored,
     carried_row_id,
     carrying_point_id,
@@ -67,7 +66,7 @@ from services.adapters.vector._payload import (
     scored,
 )
 from services.core.scope import Scope
-from services.errors import BackendUnavailable, OrgmemError
+from services.errors import BackendUnavailable, InvalidVectors, OrgmemError
 from services.ports import Hit
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,6 @@ from services.adapters.vector._payload import (
     TENANT_FIELD,
     TIE_MARGIN,
     Condition,
-    InvalidVectors,
     checked_batch,
     checked_limit,
     checked_query,
@@ -38,7 +37,7 @@ from services.adapters.vector._payload import (
     scored,
 )
 from services.core.scope import Scope
-from services.errors import BackendUnavailable, OrgmemError
+from services.errors import BackendUnavailable, InvalidVectors, OrgmemError
 from services.ports import Hit
 
 COMPONENT = "vector index"

@@ -8,8 +8,7 @@ from fastapi.concurrency import run_in_threadpool
 from schemas.admin import KeyCreateRequest, KeyCreateResponse, KeyInfo, KeyListResponse
 from services.api.deps import Admin, Keys, State
 from services.app.audit import record_admin_action
-from services.core.keys import KeyRequestError
-from services.errors import NotFound
+from services.errors import KeyRequestError, NotFound
 
 router = APIRouter(tags=["admin"])
 

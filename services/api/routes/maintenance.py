@@ -10,7 +10,13 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from schemas.admin import ConsolidateRequest, RefineRequest, RunAccepted, RunsResponse, RunView
+from schemas.admin import (
+    ConsolidateRequest,
+    RefineRequest,
+    RunAccepted,
+    RunsResponse,
+    RunView,
+)
 from services.api.deps import Admin, Maintenance, Runner
 from services.app.task_runner import make_budget
 

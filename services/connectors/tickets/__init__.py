@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from schemas.documents import DocumentIn
 from services.connectors.base import ConnectorReport, ConnectorState, DeadLetter, Sink
 from services.connectors.files import Paths, run_files
-from services.connectors.tickets.common import CONNECTOR, TicketError, ticket_documents
+from services.connectors.tickets.common import CONNECTOR, ticket_documents
 from services.connectors.tickets.github import (
     comments_by_issue,
     is_github,
@@ -31,6 +31,7 @@ from services.connectors.tickets.github import (
     repo_of,
 )
 from services.connectors.tickets.jira import is_jira, parse_jira_issue
+from services.errors import TicketError
 
 TicketFormat = Literal["auto", "jira", "github"]
 

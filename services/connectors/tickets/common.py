@@ -10,14 +10,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from schemas.documents import MAX_TAGS, DocumentIn
-from services.errors import OrgmemError
+from services.errors import TicketError
 
 CONNECTOR = "tickets"
 UNKNOWN = "unknown"
-
-
-class TicketError(OrgmemError, ValueError):
-    """One item cannot be read; the message names the field and the problem."""
 
 
 @dataclass

@@ -18,10 +18,10 @@ from services.connectors.tickets.common import (
     UNKNOWN,
     Comment,
     Ticket,
-    TicketError,
     parse_when,
     ticket_documents,
 )
+from services.errors import TicketError
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,13 @@ from services.connectors.tickets.common import (
     UNKNOWN,
     Comment,
     Ticket,
-    TicketError,
     body_text,
     named,
     parse_when,
     person,
     strings,
 )
+from services.errors import TicketError
 
 _REPO_URL = re.compile(r"(?:api\.github\.com/repos/|github\.com/)([^/]+/[^/]+?)(?:/issues/\d+|/pull/\d+)?/?$")
 _ISSUE_URL = re.compile(r"/repos/([^/]+/[^/]+)/issues/(\d+)$")

@@ -7,13 +7,13 @@ from services.connectors.tickets.common import (
     UNKNOWN,
     Comment,
     Ticket,
-    TicketError,
     body_text,
     named,
     parse_when,
     person,
     strings,
 )
+from services.errors import TicketError
 
 
 def is_jira(issue: dict) -> bool:

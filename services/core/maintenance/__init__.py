@@ -1,9 +1,8 @@
 """Maintenance policies (Mem++ consolidation, MemRefine): pure planners that turn rows, their
-neighbours and a judge's decisions into log events. No I/O; the jobs in workers/maintenance
+neighbours and a judge's decisions into log events. No I/O; the use cases in services/app/maintenance.py
 read the projections, call the judge and append what these return."""
 
 from services.core.maintenance.consolidation import (
-    IncompatibleAccess,
     Neighbours,
     combined_acl,
     derive_document,
@@ -18,7 +17,6 @@ from services.core.maintenance.judging import (
     MERGED_MAX_TOKENS,
     GroupLabel,
     Judge,
-    JudgeFailed,
     PairDecision,
     clip_tokens,
 )
@@ -33,8 +31,7 @@ from services.core.maintenance.refine import (
 )
 
 __all__ = [
-    "MERGED_MAX_TOKENS", "Budget", "Candidate", "GroupLabel", "IncompatibleAccess", "Judge",
-    "JudgeFailed", "Neighbours", "PairDecision", "RefinePlanner", "RefineReport", "clip_tokens", "combined_acl",
+    "MERGED_MAX_TOKENS", "Budget", "Candidate", "GroupLabel", "Judge", "Neighbours", "PairDecision", "RefinePlanner", "RefineReport", "clip_tokens", "combined_acl",
     "derive_document", "group_rows", "inverse_events", "is_candidate", "is_protected", "latest_row",
     "merge_events", "pair_key", "plan_group", "row_size_bytes",
 ]  # fmt: skip

@@ -15,7 +15,7 @@ from schemas.events import Event, RowArchived, RowDerived, RowSuperseded
 from schemas.rows import Row
 from services.core.maintenance.judging import MERGED_MAX_TOKENS, GroupLabel, clip_tokens
 from services.core.write_rules import derived_row_id
-from services.errors import OrgmemError
+from services.errors import IncompatibleAccess
 
 Neighbours = Callable[[str], list[tuple[str, float]]]
 """row id -> [(neighbour row id, cosine)], e.g. a vector-index search with the row's own vector."""
@@ -24,10 +24,6 @@ DEFAULT_TAU = 0.85
 PROTECTED_TAG_WORDS = frozenset({"pinned", "confidential"})
 AUTHOR_FIELD_MAX = 512  # DocumentIn.author's limit
 _TAG_SEPARATORS = re.compile(r"[:=/]")
-
-
-class IncompatibleAccess(OrgmemError):
-    """No reader may see every source row, so no merged row can be written without widening access."""
 
 
 def is_protected(row: Row) -> bool:

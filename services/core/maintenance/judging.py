@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, get_args
 
 from schemas.rows import Row
-from services.errors import OrgmemError
 
 GroupLabelKind = Literal["conflict", "restatement", "distinct"]
 PairAction = Literal["delete", "merge", "preserve"]
@@ -20,10 +19,6 @@ PairAction = Literal["delete", "merge", "preserve"]
 # Mem++ caps a model-written merged row at 220 tokens. We count whitespace-separated tokens:
 # every judge and every store counts them the same way, unlike a model's own tokenizer.
 MERGED_MAX_TOKENS = 220
-
-
-class JudgeFailed(OrgmemError):
-    """A judge call failed or answered something unusable. The policies then change nothing."""
 
 
 @dataclass(frozen=True)

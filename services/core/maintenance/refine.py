@@ -19,13 +19,13 @@ from typing import Literal
 from schemas.events import Event, RowArchived, RowDerived, RowRestored, RowSuperseded
 from schemas.rows import Row
 from services.core.maintenance.consolidation import (
-    IncompatibleAccess,
     Neighbours,
     ingest_order,
     is_candidate,
     merge_events,
 )
 from services.core.maintenance.judging import PairDecision
+from services.errors import IncompatibleAccess
 
 StopReason = Literal["budget_reached", "no_candidates", "call_cap", "stopped"]
 

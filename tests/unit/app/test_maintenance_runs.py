@@ -18,10 +18,10 @@ from schemas.events import (
     RowSuperseded,
 )
 from services.adapters.event_log.sqlite import SqliteEventLog
-from services.app.maintenance import MaintenanceService, RunConflict, RunNotFound
+from services.app.maintenance import MaintenanceService
 from services.app.task_runner import make_budget
 from services.bootstrap import judge_for
-from services.errors import OrgmemError
+from services.errors import OrgmemError, RunConflict, RunNotFound
 from services.settings import Settings
 
 

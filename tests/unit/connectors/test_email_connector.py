@@ -9,13 +9,9 @@ from pathlib import Path
 import pytest
 
 from services.connectors.base import ConnectorState, read_dead_letters
-from services.connectors.email import (
-    EmailParseError,
-    html_to_text,
-    normalise_subject,
-    parse_email,
-)
+from services.connectors.email import html_to_text, normalise_subject, parse_email
 from services.connectors.mail_files import run_email, split_mbox
+from services.errors import EmailParseError
 from tests.sinks import Collector
 
 

@@ -11,13 +11,13 @@ import pytest
 
 from services.connectors.base import ConnectorState, read_dead_letters
 from services.connectors.meetings import (
-    MeetingError,
     parse_meeting_file,
     parse_srt,
     parse_transcript,
     parse_vtt,
     run_meetings,
 )
+from services.errors import MeetingError
 
 VTT = """WEBVTT
 X-Meeting-Date: 2025-03-04T09:30:00+01:00

@@ -10,8 +10,9 @@ import pytest
 
 from services.connectors.base import ConnectorState, read_dead_letters
 from services.connectors.tickets import parse_ticket_file, run_tickets
-from services.connectors.tickets.common import TicketError, adf_to_text, parse_when
+from services.connectors.tickets.common import adf_to_text, parse_when
 from services.connectors.tickets.csv import CsvMapping, run_csv
+from services.errors import TicketError
 
 ADF = {
     "type": "doc",

@@ -17,13 +17,13 @@ from schemas.events import (
 from schemas.rows import Row
 from services.core.maintenance import (
     GroupLabel,
-    IncompatibleAccess,
     combined_acl,
     group_rows,
     is_protected,
     plan_group,
 )
 from services.core.write_rules import derived_row_id
+from services.errors import IncompatibleAccess
 
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
