@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -36,9 +36,9 @@ class DocumentIn(BaseModel):
         if value is None:
             return None
         if value.tzinfo is None:
-            return value.replace(tzinfo=timezone.utc)
+            return value.replace(tzinfo=UTC)
         try:
-            return value.astimezone(timezone.utc)
+            return value.astimezone(UTC)
         except OverflowError:
             raise ValueError("date is out of the representable range once converted to UTC") from None
 

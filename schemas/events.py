@@ -6,7 +6,7 @@ The log is the only source of truth: every projection is a fold over these event
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -93,16 +93,7 @@ class AdminActionRecorded(_Event):
 
 
 Event = Annotated[
-    Union[
-        DocumentObserved,
-        RowSuperseded,
-        RowArchived,
-        RowDerived,
-        RowRestored,
-        MaintenanceRunStarted,
-        MaintenanceRunFinished,
-        AdminActionRecorded,
-    ],
+    DocumentObserved | RowSuperseded | RowArchived | RowDerived | RowRestored | MaintenanceRunStarted | MaintenanceRunFinished | AdminActionRecorded,
     Field(discriminator="type"),
 ]
 

@@ -12,7 +12,7 @@ import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from schemas.documents import DocumentIn
@@ -50,7 +50,7 @@ class Dataset:
     questions: list[Question]
     dropped: Counter = field(default_factory=Counter)  # reason -> questions (or ids) dropped
 
-    def slice(self, groups: int) -> "Dataset":
+    def slice(self, groups: int) -> Dataset:
         """The first `groups` groups and their questions (for fast tests)."""
         keep = self.groups[:groups]
         keys = {g.key for g in keep}
@@ -90,7 +90,7 @@ def normalise_locomo_evidence(raw: str) -> list[str]:
 
 
 def _locomo_date(text: str) -> datetime:
-    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
 
 
 def load_locomo(path: Path) -> Dataset:
@@ -99,7 +99,7 @@ def load_locomo(path: Path) -> Dataset:
     for conv in data:
         sample, c = conv["sample_id"], conv["conversation"]
         docs, known = [], set()
-        sessions = sorted((int(k.split("_")[1]) for k in c if re.fullmatch(r"session_\d+", k)))
+        sessions = sorted(int(k.split("_")[1]) for k in c if re.fullmatch(r"session_\d+", k))
         for n in sessions:
             raw_date = c.get(f"session_{n}_date_time", "")
             date = _locomo_date(raw_date)
@@ -140,7 +140,7 @@ def load_qmsum(path: Path) -> Dataset:
         meeting = json.loads(line)
         key = f"qmsum-{m:02d}"
         # Meetings carry no dates: one fixed day per meeting, turns a second apart keep their order.
-        day = datetime(2020, 1, 1, tzinfo=timezone.utc) + timedelta(days=m)
+        day = datetime(2020, 1, 1, tzinfo=UTC) + timedelta(days=m)
         docs, present = [], set()
         for t, turn in enumerate(meeting["meeting_transcripts"]):
             text = (turn.get("content") or "").strip()
@@ -170,7 +170,7 @@ def _beam_date(text: str | None) -> datetime | None:
     if not text:
         return None
     try:
-        return datetime.strptime(text.strip(), "%B-%d-%Y").replace(tzinfo=timezone.utc)
+        return datetime.strptime(text.strip(), "%B-%d-%Y").replace(tzinfo=UTC)
     except ValueError:
         return None
 
@@ -191,7 +191,7 @@ def load_beam(folder: Path) -> Dataset:
     for chat in chats:
         key = f"beam-{chat.name}"
         docs, present = [], set()
-        anchor = datetime(2024, 1, 1, tzinfo=timezone.utc)
+        anchor = datetime(2024, 1, 1, tzinfo=UTC)
         for batch in json.loads((chat / "chat.json").read_text()):
             batch_date = _beam_date(batch.get("time_anchor"))
             for turn in batch["turns"]:

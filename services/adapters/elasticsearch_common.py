@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from schemas.rows import Row
 from services.core.scope import Scope, acl_tokens
@@ -20,7 +20,7 @@ from services.core.text import normalise_tag
 from services.core.write_rules import author_scope, content_hash
 from services.errors import BackendUnavailable, OrgmemError
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 # Query terms are analysed like the text (see `ANALYSIS`): words are runs of letters, digits and
 # combining marks, as in `services.core.text.content_terms`, so "don't" gives "don" and "t",
@@ -98,15 +98,15 @@ def micros(value: datetime) -> int:
     if not isinstance(value, datetime):
         raise TypeError(f"expected a datetime, got {type(value).__name__}")
     if value.tzinfo is None:  # naive datetimes are UTC, as in schemas.documents
-        value = value.replace(tzinfo=timezone.utc)
+        value = value.replace(tzinfo=UTC)
     delta = value - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def iso(value: datetime) -> str:
     if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_iso(value: str | None) -> datetime | None:

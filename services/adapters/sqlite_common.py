@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 
@@ -34,7 +34,7 @@ def encode_time(value: datetime | None) -> str | None:
     if value is None:
         return None
     # isoformat pads the year to four digits (strftime's %Y does not below year 1000).
-    return value.astimezone(timezone.utc).isoformat(timespec="microseconds")
+    return value.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 def decode_time(value: str | None) -> datetime | None:

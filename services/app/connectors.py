@@ -13,7 +13,7 @@ from typing import Literal
 from schemas.documents import DocumentIn
 from services.app.memory import append_documents
 from services.connectors.base import ConnectorReport, ConnectorState
-from services.core.caller import Caller
+from services.core.caller import SYSTEM, Caller
 from services.errors import OrgmemError
 from services.ports import EventLog
 
@@ -37,7 +37,7 @@ def run_connector(
     inputs: Sequence[str | Path],
     event_log: EventLog,
     data_dir: Path,
-    caller: Caller = Caller(),
+    caller: Caller = SYSTEM,
     **options,
 ) -> tuple[ConnectorReport, int]:
     """Run one connector over its inputs; return its report and the last log position it wrote."""

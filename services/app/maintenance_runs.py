@@ -9,7 +9,7 @@ import secrets
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from schemas.events import (
     Event,
@@ -165,4 +165,4 @@ class RunLedger:
 
 
 def new_run_id(job: str) -> str:
-    return f"{job}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"
+    return f"{job}-{datetime.now(UTC):%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"

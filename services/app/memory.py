@@ -16,7 +16,7 @@ from schemas.documents import DocumentIn
 from schemas.events import DocumentObserved, Event, LoggedEvent
 from schemas.rows import Row, RowChange
 from services.app.retrieval import Retrieval, Retriever
-from services.core.caller import Caller
+from services.core.caller import SYSTEM, Caller
 from services.core.retrieval_config import PRESETS, RetrievalConfig
 from services.core.scope import PUBLIC_ACL, Scope, acl_tokens
 from services.core.write_path import SkippedDocument
@@ -57,7 +57,7 @@ class Memory:
         self.config = config
 
     # --- write path -------------------------------------------------------------------------
-    def ingest(self, documents: Sequence[DocumentIn], caller: Caller = Caller()) -> IngestResult:
+    def ingest(self, documents: Sequence[DocumentIn], caller: Caller = SYSTEM) -> IngestResult:
         return append_documents(self._log, documents, caller)
 
     def append(self, events: Sequence[Event]) -> list[LoggedEvent]:
@@ -92,7 +92,7 @@ class Memory:
             as_of=bounds.get("as_of"), known_at=bounds.get("known_at"), **sets,
         )
 
-    def row(self, row_id: str, caller: Caller = Caller()) -> tuple[Row, list[RowChange]]:
+    def row(self, row_id: str, caller: Caller = SYSTEM) -> tuple[Row, list[RowChange]]:
         row = self._rows.get(row_id)
         if row is None or not self._may_read(row, caller):
             skipped = self._rows.skipped(row_id)
@@ -103,7 +103,7 @@ class Memory:
             raise NotFound(f"row {row_id} not found")
         return row, self._rows.history(row_id)
 
-    def thread(self, thread: str, caller: Caller = Caller()) -> list[Row]:
+    def thread(self, thread: str, caller: Caller = SYSTEM) -> list[Row]:
         rows = [r for r in self._rows.thread(caller.tenant, thread) if self._may_read(r, caller)]
         if not rows:
             raise NotFound(f"thread {thread} not found")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 
@@ -22,7 +22,7 @@ def _walkthrough(memory, questions: list[dict]) -> None:
     print(f"\nHow one decision reads across the timeline (thread {thread!r}):", file=sys.stderr)
     config = memory.config_for(k=5)
     for q in asked:
-        as_of = datetime.fromisoformat(q["as_of"]).replace(tzinfo=timezone.utc) if q["as_of"] else None
+        as_of = datetime.fromisoformat(q["as_of"]).replace(tzinfo=UTC) if q["as_of"] else None
         result = memory.query(q["question"], memory.scope_for(Caller(), as_of=as_of), config)
         top = result.selected[0].row if result.selected else None
         when = top.event_time.date().isoformat() if top and top.event_time else "-"

@@ -11,7 +11,7 @@ import argparse
 import getpass
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from schemas.events import (
     AdminActionRecorded,
@@ -156,7 +156,7 @@ def _since(value: str) -> datetime:
         parsed = datetime.fromisoformat(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an ISO date or time: {value!r}") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def register(command, sub) -> None:

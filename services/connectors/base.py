@@ -7,7 +7,7 @@ import os
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from schemas.documents import DocumentIn
@@ -23,7 +23,7 @@ class DeadLetter:
     connector: str
     path: str
     reason: str
-    at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+    at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
 
 
 @dataclass

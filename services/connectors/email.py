@@ -15,7 +15,7 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import timezone
+from datetime import UTC
 from email import policy
 from email.errors import CloseBoundaryNotFoundDefect, StartBoundaryNotFoundDefect
 from email.header import decode_header
@@ -246,7 +246,7 @@ def parse_email(raw: bytes, *, acl_from_participants: bool = False) -> ParsedEma
     else:
         try:
             date = parsedate_to_datetime(date_text)
-            date = date.replace(tzinfo=timezone.utc) if date.tzinfo is None else date.astimezone(timezone.utc)
+            date = date.replace(tzinfo=UTC) if date.tzinfo is None else date.astimezone(UTC)
         except (ValueError, TypeError, IndexError, OverflowError):
             warnings.append(f"Date: unparseable value {date_text[:80]!r}, ingested undated")
             date = None

@@ -50,7 +50,7 @@ def split_mbox(data: bytes) -> MboxSplit:
     """Split an mbox file; the last message is checked for truncation."""
     starts = [m.start() for m in re.finditer(rb"^From ", data, re.M)]
     messages = []
-    for begin, end in zip(starts, starts[1:] + [len(data)]):
+    for begin, end in zip(starts, starts[1:] + [len(data)], strict=True):
         chunk = data[begin:end]
         chunk = chunk[chunk.find(b"\n") + 1:] if b"\n" in chunk else b""
         chunk = re.sub(rb"^>(>*From )", rb"\1", chunk, flags=re.M)

@@ -20,8 +20,8 @@ import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from datetime import date as Date
-from datetime import datetime, timezone
 from pathlib import Path
 
 import srt
@@ -70,7 +70,7 @@ def parse_date(value: object, where: str) -> datetime | None:
             when = datetime.fromisoformat(str(value).strip())
         except ValueError:
             raise MeetingError(f"{where}: {str(value)[:60]!r} is not an ISO 8601 date") from None
-    return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
 _META_KEYS = {"date": "date", "organiser": "organiser", "organizer": "organiser",

@@ -14,3 +14,7 @@ class Caller:
     readers: frozenset[str] | None = None
     name: str = "system"
     role: str = "admin"  # reader | writer | admin
+
+
+# System jobs and the embedded demo: the default tenant, no access list applied.
+SYSTEM = Caller()

@@ -30,7 +30,7 @@ class RetrievalConfig:
     coverage_threads: Literal["fused", "lexical"] = "fused"
     coverage_lexical_rows: int = 50
 
-    def with_overrides(self, **changes) -> "RetrievalConfig":
+    def with_overrides(self, **changes) -> RetrievalConfig:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 

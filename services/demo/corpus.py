@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 
 from services.demo.cast import Person
 
@@ -29,7 +29,7 @@ def business_day(day: date) -> date:
 def work_time(rng: random.Random, day: date, person: Person) -> datetime:
     """A UTC instant during the person's local office hours on that (local) day."""
     local = datetime(day.year, day.month, day.day, rng.randint(8, 17), rng.choice((0, 5, 10, 15, 20, 30, 40, 45, 50)))
-    return (local - timedelta(hours=person.utc_offset_h)).replace(tzinfo=timezone.utc)
+    return (local - timedelta(hours=person.utc_offset_h)).replace(tzinfo=UTC)
 
 
 def local_time(when: datetime, person: Person) -> datetime:
@@ -101,7 +101,7 @@ class Meeting:
 
     @property
     def when(self) -> datetime:
-        return datetime(self.day.year, self.day.month, self.day.day, tzinfo=timezone.utc)
+        return datetime(self.day.year, self.day.month, self.day.day, tzinfo=UTC)
 
     @property
     def source_id(self) -> str:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
+from itertools import pairwise
 
 from services.demo.cast import human_date
 from services.demo.corpus import END, Doc
@@ -31,7 +32,7 @@ class Question:
 def _intervals(thread: DecisionThread) -> list[tuple[date, date]]:
     """Stretches between consecutive versions/corrections where an asked date is unambiguous."""
     bounds = thread.boundaries() + [END + timedelta(days=MARGIN_DAYS + 1)]
-    return [(a, b) for a, b in zip(bounds, bounds[1:]) if (b - a).days >= 2 * MARGIN_DAYS + 1]
+    return [(a, b) for a, b in pairwise(bounds) if (b - a).days >= 2 * MARGIN_DAYS + 1]
 
 
 def _day_in(rng: random.Random, span: tuple[date, date]) -> date:
@@ -98,7 +99,7 @@ def questions_for(thread: DecisionThread, rng: random.Random, *, with_known_at: 
             # Bi-temporal: what the records said before the correction was written, assuming each
             # document was ingested on its own date (a replay in date order).
             seen = v.day + timedelta(days=max(1, (fix.day - v.day).days // 2))
-            known = datetime.combine(seen, time(12, 0), tzinfo=timezone.utc)
+            known = datetime.combine(seen, time(12, 0), tzinfo=UTC)
             out.append(Question(f"What did our records say the {topic.title} agreed on {human_date(v.day)} was, "
                                 f"as known on {seen.isoformat()}?", "correction", key, [v.doc], v.stated,
                                 known_at=known))

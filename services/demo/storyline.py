@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+from itertools import pairwise
 
 from services.demo.cast import (
     ALL_HANDS,
@@ -101,7 +102,7 @@ def _version_days(rng: random.Random, n: int) -> list[date]:
     for _ in range(500):
         rest = sorted(rng.randint(first + MIN_GAP_DAYS, last) for _ in range(n - 1))
         days = [first, *rest]
-        if all(b - a >= MIN_GAP_DAYS for a, b in zip(days, days[1:])):
+        if all(b - a >= MIN_GAP_DAYS for a, b in pairwise(days)):
             break
     else:  # evenly spaced is always feasible for n <= 4 with these bounds
         step = (last - first) // (n - 1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from schemas.documents import DocumentIn
 from schemas.events import DocumentObserved, MaintenanceRunStarted, RowArchived
@@ -22,7 +22,7 @@ from services.adapters.row_store.elasticsearch import (
 from services.core.scope import Scope, admits
 from services.ports import RowMutation, SkippedDocument
 
-T0 = datetime(2024, 3, 1, 9, tzinfo=timezone.utc)
+T0 = datetime(2024, 3, 1, 9, tzinfo=UTC)
 
 
 def evaluate(query: dict, doc: dict) -> bool:
@@ -129,7 +129,7 @@ def test_kafka_positions_keys_and_topic():
 
     logged = kafka.logged_from_record(Record())
     assert logged.position == 42 and logged.event == doc
-    assert logged.appended_at == datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=timezone.utc)
+    assert logged.appended_at == datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=UTC)
 
 
 def test_row_store_redo_record_round_trips_and_bulk_is_idempotent():

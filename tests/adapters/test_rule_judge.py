@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -17,7 +17,7 @@ from services.adapters.judge.rules import (
 )
 from services.core.maintenance import GroupLabel, group_rows, plan_group
 
-T0 = datetime(2024, 5, 1, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 1, tzinfo=UTC)
 
 
 def mk(rid: str, pos: int, text: str, days: int | None = None, **kw) -> Row:

@@ -4,6 +4,7 @@ import os
 import sqlite3
 import threading
 import uuid
+from itertools import pairwise
 
 import pytest
 
@@ -48,7 +49,7 @@ def test_positions_increase_and_read_returns_log_order(event_log):
     assert [e.position for e in read] == positions
     assert read[0].event == first[0].event and read[2].event.type == "row_archived"
     assert [e.position for e in event_log.read(positions[0], 1)] == [positions[1]]
-    assert all(a.appended_at <= b.appended_at for a, b in zip(read, read[1:]))
+    assert all(a.appended_at <= b.appended_at for a, b in pairwise(read))
 
 
 def test_empty_log_and_empty_append(event_log):

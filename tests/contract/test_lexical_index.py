@@ -10,7 +10,7 @@ import math
 import os
 import random
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -24,7 +24,7 @@ from services.ports import Hit, LexicalIndex
 
 Opener = Callable[[Path], LexicalIndex]
 
-T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 
 
 # -- adapters under test ------------------------------------------------------------------------
@@ -190,7 +190,7 @@ def test_long_tag_ties_keep_the_latest_rows(index: LexicalIndex, equal_frequenci
     names = ["alice", "bob", "infra", "kafka"]
     rows, weights = [], [0.5, 0.5, 0.3, 0.1] if equal_frequencies else [0.6, 0.2, 0.3, 0.1]
     for p in rng.sample(range(1, 401), 400):
-        tags = [n for n, w in zip(names, weights) if rng.random() < w]
+        tags = [n for n, w in zip(names, weights, strict=True) if rng.random() < w]
         if equal_frequencies:  # exactly one of alice and bob, alternating: same counts
             tags = [n for n in tags if n not in ("alice", "bob")] + [("alice", "bob")[p % 2]]
         rows.append(row(f"r{p:03d}", "x", p, author="z", tags=tags, state=rng.choice(["active"] * 4 + ["archived"])))
@@ -402,7 +402,7 @@ def test_scope_equals_reference_semantics(open_index: Opener, tmp_path: Path, se
     index.upsert(rows[120:])
     # Current state changes after first indexing: the index must follow the latest upsert.
     current = {r.row_id: r for r in rows}
-    for batch in range(2):
+    for _ in range(2):
         changed = []
         for r in rnd.sample(rows, 30):
             flipped = "archived" if current[r.row_id].state == "active" else "active"

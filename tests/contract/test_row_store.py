@@ -2,7 +2,7 @@
 
 import os
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -10,7 +10,7 @@ from schemas.rows import Row, RowChange
 from services.core.scope import Scope, admits
 from services.ports import RowMutation, SkippedDocument
 
-T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 def _sqlite(tmp_path):

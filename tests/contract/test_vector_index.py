@@ -13,7 +13,8 @@ import shutil
 import socket
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +34,7 @@ from services.errors import BackendUnavailable, InvalidVectors, OrgmemError
 from services.ports import Hit, VectorIndex
 
 DIM = 24
-T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
 
 class Backend:
@@ -555,7 +556,7 @@ def test_scope_filter_admits_exactly_what_admits_admits(index: VectorIndex) -> N
         nonempty += bool(expected)
         cosine = {h.row_id: float(vectors[position[h.row_id]] @ query) for h in hits}
         assert [h.score for h in hits] == pytest.approx([cosine[h.row_id] for h in hits], abs=1e-4)
-        assert all(a.score >= b.score for a, b in zip(hits, hits[1:]))
+        assert all(a.score >= b.score for a, b in pairwise(hits))
         # With a small limit every slot still goes to an eligible row: the best five of the
         # scope, which a post-filter over the global top five would not give.
         top = sorted(expected, key=lambda rid: -float(vectors[position[rid]] @ query))[:5]

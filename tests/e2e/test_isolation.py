@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import random
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -73,7 +73,7 @@ def make_documents(rng: random.Random) -> dict[str, list[DocumentIn]]:
                 acl = [rng.choice(groups).upper()]
             else:
                 acl = [principal(tenant, rng.choice(names)), rng.choice(groups)]
-            date = None if rng.random() < 0.1 else datetime(2024, 1, 1, tzinfo=timezone.utc) + timedelta(days=rng.randint(0, 700))
+            date = None if rng.random() < 0.1 else datetime(2024, 1, 1, tzinfo=UTC) + timedelta(days=rng.randint(0, 700))
             docs.append(DocumentIn(text=text, author=author, date=date, kind=rng.choice(["email", "ticket", "doc"]),
                                    thread=rng.choice(THREADS), participants=[principal(tenant, rng.choice(names))],
                                    tags=rng.sample(WORDS, 2), acl=acl))
@@ -101,7 +101,7 @@ class CachedEncoder:
     def encode(self, texts):
         missing = [t for t in texts if t not in self._seen]
         if missing:
-            for text, vector in zip(missing, self.inner.encode(missing)):
+            for text, vector in zip(missing, self.inner.encode(missing), strict=True):
                 self._seen[text] = vector
         return np.stack([self._seen[t] for t in texts])
 
@@ -124,7 +124,7 @@ def random_query(rng: random.Random) -> dict:
         q += " " + rng.choice(THREADS)
     return {
         "q": q,
-        "as_of": None if rng.random() < 0.5 else datetime(2024, 1, 1, tzinfo=timezone.utc) + timedelta(days=rng.randint(0, 720)),
+        "as_of": None if rng.random() < 0.5 else datetime(2024, 1, 1, tzinfo=UTC) + timedelta(days=rng.randint(0, 720)),
         "k": rng.choice([1, 3, 5, 10, 20, 50]),
         "candidates": rng.choice([3, 5, 10, 25, 50, 200]),
         "selector": rng.choice(["rrf", "pursuit"]),

@@ -1,7 +1,7 @@
 """The as-of scenario over real HTTP: a policy set in March, revised in June, reversed in September."""
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import httpx
 
@@ -39,7 +39,7 @@ def test_as_of_and_known_at_over_http(live_server):
         for date, author, text in POLICY[:2]]})
     march, june = first["row_ids"][-2:]
     time.sleep(0.05)
-    between = datetime.now(timezone.utc).isoformat()
+    between = datetime.now(UTC).isoformat()
     time.sleep(0.05)
     second = post(live_server, "/v1/documents", {"documents": [
         {"text": POLICY[2][2], "author": POLICY[2][1], "date": POLICY[2][0], "kind": "email", "thread": "remote-work"}]})

@@ -5,7 +5,7 @@ store, tantivy, and the Qdrant *server* adapter over qdrant-client's local mode.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -14,7 +14,7 @@ from services.core.caller import Caller
 
 pytestmark = pytest.mark.slow
 
-T0 = datetime(2024, 1, 8, tzinfo=timezone.utc)
+T0 = datetime(2024, 1, 8, tzinfo=UTC)
 POLICY = [
     ("Remote work policy: two office days a week for everyone.", "hr", 0),
     ("Update to the remote work policy: three office days a week from March.", "hr", 40),

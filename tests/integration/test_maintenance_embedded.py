@@ -3,7 +3,7 @@ encoder), with the rule judge and with an OpenAI-compatible judge behind a local
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from pydantic import SecretStr
@@ -22,7 +22,7 @@ from tests.integration.fake_chat_server import FakeChatServer, Reply
 
 
 def day(month: int, d: int) -> datetime:
-    return datetime(2024, month, d, 9, tzinfo=timezone.utc)
+    return datetime(2024, month, d, 9, tzinfo=UTC)
 
 
 BUDGET_OLD = "The Q3 marketing budget is 40,000 EUR, approved by Dana Whitfield in the planning review."
@@ -230,7 +230,7 @@ def test_refine_against_an_openai_compatible_server_survives_timeouts(memory, ch
     pair_x = ["Kim signed the supplier contract with Nordlys on 3 May.", "Kim signed the supplier contract with Nordlys on 3 May!"]
     pair_y = ["The onboarding guide now covers laptop setup for new hires.", "The onboarding guide now covers laptop set-up for new hires."]
     ids = ingest(memory, [DocumentIn(text=t, author=a, date=day(5, 3)) for t, a in
-                          zip(pair_x + pair_y, ["kim", "ops", "hr", "it"])], tenant="t")
+                          zip(pair_x + pair_y, ["kim", "ops", "hr", "it"], strict=True)], tenant="t")
     before = active_set(memory, "t")
     judge = OpenAICompatJudge(chat.base_url, "fake-model", timeout_s=0.3, max_retries=0)
     chat.add(Reply.json({"action": "delete", "drop": "a", "merge_instruction": "", "reason": "x"}, delay_s=1.0),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from pydantic import SecretStr
@@ -13,7 +13,7 @@ from services.adapters.judge.openai_compat import OpenAICompatJudge
 from services.errors import JudgeFailed
 from tests.integration.fake_chat_server import FakeChatServer, Reply
 
-T0 = datetime(2024, 7, 1, tzinfo=timezone.utc)
+T0 = datetime(2024, 7, 1, tzinfo=UTC)
 KEY = "sk-test-4f1c9a-very-secret"
 
 

@@ -1,6 +1,6 @@
 """`rebuild` drops every projection and replays the log: the same top-k ids afterwards."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -16,7 +16,7 @@ QUERIES = ["remote work days", "how much can I expense", "who is on call", "rete
 
 
 def corpus():
-    base = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    base = datetime(2025, 1, 1, tzinfo=UTC)
     docs = []
     for i in range(120):
         topic = TOPICS[i % len(TOPICS)]
@@ -43,7 +43,7 @@ def test_rebuild_gives_identical_answers(memory):
     ids = result.row_ids
     memory.append([RowArchived(row_id=ids[3], reason="test"), RowSuperseded(row_id=ids[0], superseded_by=ids[6])])
     memory.catch_up()
-    as_of = datetime(2025, 6, 1, tzinfo=timezone.utc)
+    as_of = datetime(2025, 6, 1, tzinfo=UTC)
     before = (top_ids(memory), top_ids(memory, as_of=as_of), memory.counts())
     assert ids[3] not in sum(before[0], [])
     stats = memory.rebuild()

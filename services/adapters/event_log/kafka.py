@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from schemas.events import Event, LoggedEvent, event_from_json, event_to_json
 from services.errors import BackendUnavailable, OrgmemError
@@ -68,7 +68,7 @@ def event_key(event: Event) -> bytes:
 def logged_from_record(record) -> LoggedEvent:
     return LoggedEvent(
         position=position_of(record.offset),
-        appended_at=datetime.fromtimestamp(record.timestamp / 1000, tz=timezone.utc),
+        appended_at=datetime.fromtimestamp(record.timestamp / 1000, tz=UTC),
         event=event_from_json(record.value),
     )
 
@@ -109,7 +109,7 @@ class KafkaEventLog:
             self.ensure_topic(replication_factor, min_insync_replicas)
 
     @classmethod
-    def from_settings(cls, cluster) -> "KafkaEventLog":
+    def from_settings(cls, cluster) -> KafkaEventLog:
         return cls(
             cluster.kafka_bootstrap or "", cluster.kafka_topic,
             replication_factor=getattr(cluster, "kafka_replication_factor", 1),
@@ -181,8 +181,8 @@ class KafkaEventLog:
                     raise
         return [
             LoggedEvent(position=position_of(m.offset),
-                        appended_at=datetime.fromtimestamp(m.timestamp / 1000, tz=timezone.utc), event=e)
-            for m, (_, _, e) in zip(metadata, bodies)
+                        appended_at=datetime.fromtimestamp(m.timestamp / 1000, tz=UTC), event=e)
+            for m, (_, _, e) in zip(metadata, bodies, strict=True)
         ]
 
     def _abort(self, producer) -> None:
@@ -263,7 +263,7 @@ class KafkaEventLog:
             return 0
 
     def subscribe(self, group_id: str, checkpoint: Callable[[], int], max_poll_records: int = 256,
-                  max_poll_interval_ms: int = 600_000) -> "KafkaSubscription":
+                  max_poll_interval_ms: int = 600_000) -> KafkaSubscription:
         return KafkaSubscription(self, group_id, checkpoint, max_poll_records, max_poll_interval_ms)
 
     def close(self) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from schemas.events import Event, LoggedEvent, event_from_json, event_to_json
@@ -49,7 +49,7 @@ class SqliteEventLog:
                     # Transaction time never runs backwards, even if the clock does, so that
                     # position order and appended_at order agree (known_at relies on it).
                     last = self._conn.execute("SELECT MAX(appended_at) FROM events").fetchone()[0]
-                    now = datetime.now(timezone.utc)
+                    now = datetime.now(UTC)
                     if last is not None and decode_time(last) > now:
                         now = decode_time(last)
                     stamp = encode_time(now)
@@ -68,7 +68,7 @@ class SqliteEventLog:
                 raise OrgmemError(f"event log append failed: {exc}") from exc
         return [
             LoggedEvent(position=pos, appended_at=now, event=event)
-            for pos, event in zip(positions, events)
+            for pos, event in zip(positions, events, strict=True)
         ]
 
     def read(self, after: int, limit: int) -> list[LoggedEvent]:

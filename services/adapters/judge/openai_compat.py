@@ -236,7 +236,7 @@ class OpenAICompatJudge:
     # -- the HTTP exchange ---------------------------------------------------------------
 
     def _documents(self, rows: Sequence[Row], labels: list[str]) -> str:
-        return "\n\n".join(render_row(label, row, self.max_chars_per_row) for label, row in zip(labels, rows))
+        return "\n\n".join(render_row(label, row, self.max_chars_per_row) for label, row in zip(labels, rows, strict=True))
 
     def _redact(self, text: str) -> str:
         secret = self._key.get_secret_value() if self._key is not None else ""

@@ -16,7 +16,7 @@ import json
 import secrets
 import sqlite3
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from services.adapters.sqlite_common import decode_time, encode_time, open_with_schema
@@ -83,7 +83,7 @@ class SqliteKeyStore:
             raise KeyRequestError("name: at most 200 characters")
         key_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
         salt = secrets.token_bytes(16)
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         groups = tuple(dict.fromkeys(groups))
         with self._lock:
             try:
@@ -120,7 +120,7 @@ class SqliteKeyStore:
             raise KeyRequestError(f"key_id: no key {key_id!r}")
         if key.revoked_at is None:
             self._query("UPDATE api_keys SET revoked_at = ?, revoked_by = ? WHERE key_id = ? AND revoked_at IS NULL",
-                        (encode_time(datetime.now(timezone.utc)), actor, key_id))
+                        (encode_time(datetime.now(UTC)), actor, key_id))
         return self.get(key_id)
 
     def verify(self, token: str, cached_only: bool = False) -> ApiKey | None:

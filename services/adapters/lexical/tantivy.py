@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from itertools import combinations
 from pathlib import Path
 
@@ -39,7 +39,7 @@ _MAX_SUBSET_TAGS = 8
 
 _RAW = ("row_id", "tenant", "acl", "state", "kind", "author", "thread")
 _TEXT_FIELDS = ("text", "title")
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _schema() -> tantivy.Schema:
@@ -71,7 +71,7 @@ def _micros(field: str, value: datetime) -> int:
     if not isinstance(value, datetime):
         raise TypeError(f"{field}: expected a datetime, got {type(value).__name__}")
     # Naive datetimes are UTC, as in schemas.documents; floor division of timedeltas is exact.
-    return ((value if value.tzinfo else value.replace(tzinfo=timezone.utc)) - _EPOCH) // timedelta(microseconds=1)
+    return ((value if value.tzinfo else value.replace(tzinfo=UTC)) - _EPOCH) // timedelta(microseconds=1)
 
 
 def _row_tags(row: Row) -> list[str]:

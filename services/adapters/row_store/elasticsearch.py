@@ -100,7 +100,7 @@ class ElasticsearchRowStore:
         self._create_indices()
 
     @classmethod
-    def for_tests(cls, url: str) -> "ElasticsearchRowStore":
+    def for_tests(cls, url: str) -> ElasticsearchRowStore:
         return cls(url, index=f"orgmem-test-{uuid.uuid4().hex[:10]}")
 
     def _create_indices(self) -> None:

@@ -12,7 +12,7 @@ import re
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Literal, NamedTuple
 
 import numpy as np
@@ -72,8 +72,8 @@ def rfc3339(moment: datetime) -> str:
 
     A naive datetime is taken as UTC (the log records UTC)."""
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def row_payload(row: Row) -> dict[str, object]:

@@ -290,7 +290,7 @@ class QdrantEdgeVectorIndex:
         scores = [p.score for p in points]
         if not self._carrying:
             payloads = [p.payload or {} for p in points]
-            return [scored(pl.get("row_id"), s, pl.get("ingest_position")) for pl, s in zip(payloads, scores)]
+            return [scored(pl.get("row_id"), s, pl.get("ingest_position")) for pl, s in zip(payloads, scores, strict=True)]
         ids = [p.id for p in points]
         row_ids: list[str | None] = [carried_row_id(pid) for pid in ids]
         positions: list[object] = [None] * len(ids)
@@ -300,7 +300,7 @@ class QdrantEdgeVectorIndex:
             for record in shard.retrieve(list(wanted), with_payload=HIT_FIELDS, with_vector=False):
                 i, payload = wanted[str(record.id)], record.payload or {}
                 row_ids[i], positions[i] = payload.get("row_id"), payload.get("ingest_position")
-        return [scored(rid, s, pos) for rid, s, pos in zip(row_ids, scores, positions)]
+        return [scored(rid, s, pos) for rid, s, pos in zip(row_ids, scores, positions, strict=True)]
 
     def vectors(self, row_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored (unit-norm) vectors by row id; ids not indexed are absent."""

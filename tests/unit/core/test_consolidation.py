@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -25,7 +25,7 @@ from services.core.maintenance import (
 from services.core.write_rules import derived_row_id
 from services.errors import IncompatibleAccess
 
-T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
 
 def mk(rid: str, pos: int, text: str = "", **kw) -> Row:

@@ -4,7 +4,7 @@ stop reasons, and reverting a run."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -23,7 +23,7 @@ from services.core.maintenance import (
     row_size_bytes,
 )
 
-T0 = datetime(2024, 3, 1, tzinfo=timezone.utc)
+T0 = datetime(2024, 3, 1, tzinfo=UTC)
 
 
 def mk(rid: str, pos: int, text: str = "", **kw) -> Row:
@@ -171,7 +171,7 @@ def test_decisions_must_name_the_pair_and_follow_next_pair():
 
 def test_stop_reasons():
     rows = [mk(c, i, "words " * (i + 1)) for i, c in enumerate("abcdef")]
-    sims = {(x, y): 0.9 + 0.01 * i for i, (x, y) in enumerate(zip("abcde", "bcdef"))}
+    sims = {(x, y): 0.9 + 0.01 * i for i, (x, y) in enumerate(zip("abcde", "bcdef", strict=True))}
     neighbours = table_neighbours(sims)
     # Already within budget: no judge call at all.
     loose = RefinePlanner(rows, neighbours, Budget(fraction=1.0), "r")

@@ -1,11 +1,11 @@
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from schemas.rows import Row
 from services.core.scope import Scope, acl_tokens, admits
 
 
 def t(*parts):
-    return datetime(*parts, tzinfo=timezone.utc)
+    return datetime(*parts, tzinfo=UTC)
 
 
 def row(**kw):

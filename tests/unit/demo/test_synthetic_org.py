@@ -7,7 +7,7 @@ import json
 import mailbox
 import re
 import time
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
@@ -54,7 +54,7 @@ def files(org):
         day = date.fromisoformat(re.search(r"^NOTE date: (\S+)$", raw, re.M).group(1))
         organiser = re.search(r"^NOTE organiser: (.+)$", raw, re.M).group(1)
         text = " ".join(c.text for c in webvtt.read(str(path)))
-        index[("meeting", path.stem)] = {"date": datetime(day.year, day.month, day.day, tzinfo=timezone.utc),
+        index[("meeting", path.stem)] = {"date": datetime(day.year, day.month, day.day, tzinfo=UTC),
                                          "author": organiser, "text": text}
     return index
 
@@ -64,7 +64,7 @@ def _ref(entry: dict) -> tuple[str, str]:
 
 
 def _start_of(day: str) -> datetime:
-    return datetime.combine(date.fromisoformat(day), datetime.min.time(), tzinfo=timezone.utc)
+    return datetime.combine(date.fromisoformat(day), datetime.min.time(), tzinfo=UTC)
 
 
 def test_same_seed_gives_byte_identical_files_and_another_seed_does_not(tmp_path):
