@@ -27,6 +27,8 @@ from pathlib import Path
 
 import httpx
 
+from bench import server
+
 WORDS = ("budget pricing launch roadmap hiring security audit vendor contract migration outage policy remote "
          "office travel expenses onboarding database latency customer churn forecast quarter review approval "
          "deadline incident payroll laptop compliance retention").split()
@@ -52,25 +54,8 @@ def rss_mib(pid: int) -> float | None:
 def start_server(data: Path, port: int, timeout_s: float = 180.0) -> tuple[subprocess.Popen, str]:
     """`orgmem serve` on `data`, once /healthz answers: the process and its URL."""
     # The limiter stays on the path (its cost is part of the figures) but never binds here.
-    env = {**os.environ, "ORGMEM_INDEXER_POLL_S": "0.05", "ORGMEM_AUTH__RATE_LIMIT": "100000/second",
-           "ORGMEM_AUTH__BOOTSTRAP_ADMIN_KEY": "false"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "--log-level", "WARNING", "serve", "--data", str(data),
-         "--host", "127.0.0.1", "--port", str(port)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited: {proc.stderr.read().decode()[-2000:]}")
-        try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError(f"server did not start within {timeout_s:g} s")
+    return server.start_server(data, port, timeout_s=timeout_s, env={
+        "ORGMEM_AUTH__RATE_LIMIT": "100000/second", "ORGMEM_AUTH__BOOTSTRAP_ADMIN_KEY": "false"})
 
 
 def document(rng: random.Random, client: int, i: int) -> dict:

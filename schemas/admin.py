@@ -4,21 +4,35 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 # The consolidation threshold when a request gives none; equal to
 # services.core.maintenance.consolidation.DEFAULT_TAU (a unit test keeps the two the same).
 DEFAULT_TAU = 0.85
+# The longest a key may live, in seconds (services.core.keys.MAX_LIFETIME).
+MAX_KEY_LIFETIME_S = 3650 * 86400
 
 
 # --- keys -------------------------------------------------------------------------------------
 class KeyCreateRequest(BaseModel):
+    """A key never grants more than its creator holds: a creator that is not unrestricted can make
+    only keys that are not unrestricted either, for its own principal and groups (403 otherwise)."""
+
     model_config = ConfigDict(extra="forbid")
     principal: str = Field(min_length=1, max_length=128)
     role: str = Field(pattern="^(reader|writer|admin)$")
     groups: list[str] = Field(default_factory=list, max_length=100)
     name: str = Field(default="", max_length=200)
     unrestricted: bool = Field(default=False, description="admin only: read every row of the tenant")
+    expires_at: AwareDatetime | None = Field(default=None, description="The key stops verifying at this time.")
+    expires_in_s: int | None = Field(default=None, gt=0, le=MAX_KEY_LIFETIME_S,
+                                     description="The key stops verifying this many seconds after creation.")
+
+    @model_validator(mode="after")
+    def _one_expiry(self) -> KeyCreateRequest:
+        if self.expires_at is not None and self.expires_in_s is not None:
+            raise ValueError("expires_at, expires_in_s: give at most one")
+        return self
 
 
 class KeyInfo(BaseModel):
@@ -33,6 +47,7 @@ class KeyInfo(BaseModel):
     created_by: str
     revoked_at: str | None
     revoked_by: str | None
+    expires_at: str | None = Field(default=None, description="When the key stops verifying; null: never.")
 
 
 class KeyCreateResponse(BaseModel):

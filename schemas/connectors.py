@@ -6,13 +6,20 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+MeetingFormat = Literal["vtt", "srt", "json", "transcript"]
+
 
 class ConnectorRunRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    paths: list[str] = Field(min_length=1, max_length=1000)
+    paths: list[str] = Field(min_length=1, max_length=1000,
+                             description="Files or folders under the caller's connector roots.")
     acl_from_participants: bool = False
     date: str | None = Field(default=None, description="meetings: the date when a file carries none")
     format: Literal["auto", "jira", "github"] = "auto"
+    formats: list[MeetingFormat] | None = Field(
+        default=None, min_length=1, max_length=4,
+        description="meetings: the file formats to read (default vtt, srt, json); plain 'Speaker: text' "
+                    ".txt transcripts only when 'transcript' is asked for")
 
 
 class ConnectorRunResponse(BaseModel):
@@ -20,5 +27,12 @@ class ConnectorRunResponse(BaseModel):
     documents: int
     items_seen: int
     unchanged: int
-    dead_letters: list[dict]
+    dead_letters: list[dict] = Field(description="Items not read, each with its path and the reason "
+                                                 "(a bad date, a link outside the connector roots, ...)")
+    already_known: int = Field(default=0, description="Documents handed on whose source and source_id the "
+                                                      "tenant already holds; the write path skips them")
+    known_items: list[dict] = Field(default_factory=list,
+                                    description="The first 1000 of those: source, source_id, row_id")
+    stopped: str | None = Field(default=None, description="Why the run stopped before the end (503), "
+                                                          "or null when it finished")
     log_position: int

@@ -11,6 +11,11 @@ DocumentKind = Literal["email", "ticket", "meeting", "doc", "chat"]
 
 MAX_TEXT_CHARS = 1_000_000
 MAX_TAGS = 200
+# The dates orgmem accepts, from the API and from every connector. Dates outside these years are
+# typos or attacks, and some stores cannot round-trip them (3-digit years, overflow when shifting
+# to UTC near year 1 or 9999).
+DATE_MIN = datetime(1000, 1, 1, tzinfo=UTC)
+DATE_MAX = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 class DocumentIn(BaseModel):

@@ -89,13 +89,51 @@ def judge_for(settings: Settings) -> Judge:
     return RuleJudge()
 
 
+_PRIVATE_CHECKED: set[Path] = set()
+
+
+def private_data_folder(data_dir: Path) -> Path:
+    """The data folder, private to orgmem's user: it holds every tenant's documents.
+
+    The process umask gains 077 (never loses bits), so that every file and folder created from now
+    on by any part of orgmem — SQLite and its -wal/-shm, tantivy and Qdrant Edge (which create
+    files in native code), the lock, cursors and dead letters — is 0600/0700 without each writer
+    having to ask. The folder is created 0700; one found with group or other bits (made by an
+    earlier version) is tightened in place, its contents too, once per process, with a warning."""
+    path = Path(data_dir)
+    os.umask(os.umask(0o077) | 0o077)
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    key = path.resolve()
+    if key not in _PRIVATE_CHECKED:
+        tightened = _tighten(path)
+        if tightened:
+            log.warning("data folder %s: removed group/other permissions from %d files and folders "
+                        "(it holds every tenant's documents; orgmem keeps it 0700, its files 0600)", path, tightened)
+        _PRIVATE_CHECKED.add(key)
+    return path
+
+
+def _tighten(root: Path) -> int:
+    count = 0
+    for folder, dirs, files in os.walk(root):  # does not follow symbolic links
+        for name in (".", *dirs, *files):
+            entry = Path(folder, name)
+            try:
+                st = entry.lstat()
+                if not entry.is_symlink() and st.st_mode & 0o077:
+                    entry.chmod(st.st_mode & 0o7700)
+                    count += 1
+            except OSError:  # vanished meanwhile, or not ours: nothing to tighten
+                continue
+    return count
+
+
 class DataFolderLock:
     """One process at a time owns the projections of a data folder (the index writers are
     single-process). Appending to the log needs no lock: SQLite serialises writers."""
 
     def __init__(self, data_dir: Path):
-        self.path = Path(data_dir) / "projections.lock"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = private_data_folder(Path(data_dir)) / "projections.lock"
         self._handle = open(self.path, "a+")
         try:
             fcntl.flock(self._handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -133,7 +171,7 @@ def open_event_log(settings: Settings) -> EventLog:
         return KafkaEventLog.from_settings(settings.cluster)
     from services.adapters.event_log.sqlite import SqliteEventLog
 
-    return SqliteEventLog(Path(settings.data_dir) / "log.sqlite")
+    return SqliteEventLog(private_data_folder(Path(settings.data_dir)) / "log.sqlite")
 
 
 def assemble_memory(settings: Settings, event_log: EventLog, rows: RowStore, lexical: LexicalIndex,
@@ -288,7 +326,7 @@ class ServerParts:
 def key_store_for(settings: Settings) -> KeyStore:
     from services.adapters.key_store.sqlite import SqliteKeyStore
 
-    return SqliteKeyStore(settings.auth.keys_file or Path(settings.data_dir) / "keys.sqlite")
+    return SqliteKeyStore(settings.auth.keys_file or private_data_folder(Path(settings.data_dir)) / "keys.sqlite")
 
 
 def server_parts(settings: Settings, memory: Memory) -> ServerParts:

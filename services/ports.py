@@ -222,8 +222,16 @@ class KeyStore(Protocol):
     """API keys: the authenticator verifies them, admins create, list and revoke them."""
 
     def create(self, tenant: str, principal: str, role: str, actor: str, groups: Sequence[str] = (),
-               name: str = "", unrestricted: bool = False) -> tuple[ApiKey, str]:
-        """A new key and its token; the token is returned here and never again."""
+               name: str = "", unrestricted: bool = False, expires_at: datetime | None = None,
+               pending: bool = False) -> tuple[ApiKey, str]:
+        """A new key and its token; the token is returned here and never again. An expired key does
+        not verify; a pending one neither, and is not listed or found, until `activate`."""
+
+    def activate(self, key_id: str) -> None:
+        """A pending key starts to verify."""
+
+    def discard(self, key_id: str) -> None:
+        """Delete a pending key; an active key is left as it is."""
 
     def get(self, key_id: str) -> ApiKey | None: ...
 

@@ -49,6 +49,18 @@ class LimitSettings(BaseModel):
     max_candidates: int = 1000
     max_filter_values: int = 100  # entries in each of kinds / authors / threads of a query
     read_your_writes_timeout_s: float = 30.0
+    # Requests of one caller (API key or OIDC subject) being served at once in this process; more
+    # answer 429 (0 = no cap). Waits for `after` count too, so one caller cannot hold every connection.
+    max_in_flight_per_caller: int = 8
+    # Slow clients: a connection has header_timeout_s to send a request's headers (from when it
+    # opens or its last response ends, so idle keep-alive connections close after the shorter of
+    # this and keep_alive_timeout_s), and a request body_timeout_s to send its whole body (408).
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 60.0
+    keep_alive_timeout_s: int = 5
+    max_header_bytes: int = 16 * 1024
+    # Open connections and requests in flight, all callers together, before the server answers 503.
+    max_connections: int = 1000
 
 
 class AuthSettings(BaseModel):
@@ -76,6 +88,15 @@ class AuthSettings(BaseModel):
     rate_limit: str = "50/second;1500/minute"
     # Per client address, for requests whose credentials fail (slows guessing and hash-cost abuse).
     failed_auth_limit: str = "30/minute"
+    # Per presented credential (a key id, or a hash of any other token); None = failed_auth_limit.
+    # Only failures count: a credential that verifies is never refused by either failure limit.
+    failed_auth_credential_limit: str | None = None
+    # Credentials that need a hash or a key-set fetch, from an address or for a key id over its
+    # failure limit, are verified this many at a time (the rest wait without holding a thread).
+    failed_auth_verify_slots: int = 2
+    # Peers (addresses or networks, e.g. "10.0.0.0/8") whose X-Forwarded-For / Forwarded headers
+    # name the client. Empty: the headers are ignored and the peer is the client.
+    trusted_proxies: list[str] = Field(default_factory=list)
     # "memory://" (one process) or a Redis URL; None = memory embedded, cluster.redis_url in the cluster.
     rate_limit_storage: str | None = None
     # CORS is off unless origins are listed (exact origins; "*" is refused because keys are bearer secrets).
@@ -120,8 +141,12 @@ class Settings(BaseSettings):
     limits: LimitSettings = Field(default_factory=LimitSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     cluster: ClusterSettings = Field(default_factory=ClusterSettings)
-    # Folders whose files the connector API may read (default: <data_dir>/inbox).
+    # Folders whose files the connector API may read, shared by every tenant without its own entry
+    # in connector_tenant_roots (default: <data_dir>/inbox/<tenant>, one inbox per tenant).
     connector_roots: list[Path] = Field(default_factory=list)
+    # Per tenant: the only folders its writers' connector runs may read, e.g.
+    # ORGMEM_CONNECTOR_TENANT_ROOTS='{"acme": ["/srv/inbox/acme"]}'. The data folder is never readable.
+    connector_tenant_roots: dict[str, list[Path]] = Field(default_factory=dict)
     # Where admin maintenance jobs run: "in-process" (a thread of the server) or "celery" (the
     # workers of workers/maintenance, over cluster.redis_url). Default: in-process in the embedded
     # profile, celery in the cluster profile.

@@ -73,7 +73,7 @@ def load(name: str, root: Path = SHARED_DATA, work_dir: Path | None = None) -> D
     raise ValueError(f"dataset: unknown dataset {name!r}; known: {', '.join(DATASETS)}")
 
 
-def _need(path: Path) -> Path:
+def need_file(path: Path) -> Path:
     if not path.exists():
         raise DatasetMissing(f"{path}: not found (the shared data folder ../shared/data is absent or incomplete)")
     return path
@@ -94,7 +94,7 @@ def _locomo_date(text: str) -> datetime:
 
 
 def load_locomo(path: Path) -> Dataset:
-    data = json.loads(_need(path).read_text())
+    data = json.loads(need_file(path).read_text())
     groups, questions, dropped = [], [], Counter()
     for conv in data:
         sample, c = conv["sample_id"], conv["conversation"]
@@ -134,7 +134,7 @@ def load_locomo(path: Path) -> Dataset:
 # --- QMSum -----------------------------------------------------------------------------------
 def load_qmsum(path: Path) -> Dataset:
     groups, questions, dropped = [], [], Counter()
-    for m, line in enumerate(_need(path).read_text().splitlines()):
+    for m, line in enumerate(need_file(path).read_text().splitlines()):
         if not line.strip():
             continue
         meeting = json.loads(line)
@@ -187,7 +187,7 @@ def _flat_ids(value) -> list[int]:
 
 def load_beam(folder: Path) -> Dataset:
     groups, questions, dropped = [], [], Counter()
-    chats = sorted((p for p in _need(folder).iterdir() if p.is_dir()), key=lambda p: int(p.name) if p.name.isdigit() else 0)
+    chats = sorted((p for p in need_file(folder).iterdir() if p.is_dir()), key=lambda p: int(p.name) if p.name.isdigit() else 0)
     for chat in chats:
         key = f"beam-{chat.name}"
         docs, present = [], set()

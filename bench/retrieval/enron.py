@@ -11,7 +11,7 @@ import tarfile
 from collections import Counter
 from pathlib import Path
 
-from bench.retrieval.datasets import Dataset, Group, Question, _need
+from bench.retrieval.datasets import Dataset, Group, Question, need_file
 
 _SOURCE = "email"  # services.connectors.email.SOURCE, repeated to keep this import-light
 
@@ -31,7 +31,7 @@ def _extract(archive: Path, work_dir: Path) -> Path:
 
 
 def load_enron(archive: Path, work_dir: Path) -> Dataset:
-    base = _extract(_need(archive), work_dir)
+    base = _extract(need_file(archive), work_dir)
     folders = sorted(p for kind in ("full_mailboxes", "packs") for p in (base / "mail" / kind).iterdir() if p.is_dir())
     groups = [Group(f"enron-{p.name}", mail_paths=[p]) for p in folders]
     # Longest name first: a pack name can be a prefix of another (…california_crisis__press).

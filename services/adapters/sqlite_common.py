@@ -1,14 +1,42 @@
-"""SQLite connection settings shared by the embedded adapters, and time encoding."""
+"""SQLite connection settings shared by the embedded adapters, driver-error translation, and time
+encoding.
+
+Files are private to orgmem's user: a database file is created 0600 before SQLite opens it (SQLite
+gives its -wal and -shm files the mode of the database file), a folder it creates is 0700, and an
+existing file or sidecar with group or other bits is tightened when it is opened.
+"""
 
 from __future__ import annotations
 
+import os
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
+PRIVATE_FILE, PRIVATE_DIR = 0o600, 0o700
+
+
+def _private_file(path: Path) -> None:
+    """Create `path` 0600 if it is missing; drop group and other bits from it and its sidecars."""
+    path.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+    try:
+        os.close(os.open(path, os.O_RDONLY | os.O_CREAT, PRIVATE_FILE))
+    except OSError:
+        return  # a read-only file or folder: SQLite reports what it cannot do itself
+    for each in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}-journal")):
+        try:
+            mode = each.stat().st_mode & 0o777
+            if mode & 0o077:
+                each.chmod(mode & ~0o077)
+        except OSError:
+            pass
+
 
 def connect(path: Path) -> sqlite3.Connection:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = Path(path)
+    _private_file(path)
     conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30.0)
     conn.execute("PRAGMA journal_mode=WAL")
     # FULL: a commit is on disk before it returns, so an acknowledged write survives a crash.
@@ -19,14 +47,33 @@ def connect(path: Path) -> sqlite3.Connection:
 
 def open_with_schema(path: Path, schema: str, component: str) -> sqlite3.Connection:
     """A connection with the tables of `schema` created; driver errors become BackendUnavailable."""
+    with translated(component):
+        conn = connect(Path(path))
+        conn.executescript(schema)
+    return conn
+
+
+@contextmanager
+def translated(component: str) -> Iterator[None]:
+    """Every driver error inside becomes BackendUnavailable(component): disk I/O, a full disk, a
+    lock held past the timeout, a read-only file or a corrupt one are the server's storage failing,
+    never the request's fault (503, naming the component; see services/api/problems.py)."""
     from services.errors import BackendUnavailable
 
     try:
-        conn = connect(Path(path))
-        conn.executescript(schema)
+        yield
     except sqlite3.Error as exc:
-        raise BackendUnavailable(component, str(exc)) from exc
-    return conn
+        raise BackendUnavailable(component, f"{type(exc).__name__}: {exc}") from exc
+
+
+def rollback_quietly(conn: sqlite3.Connection) -> None:
+    """Roll back an open transaction after a failure without masking that failure: SQLite may have
+    ended the transaction itself (a failed COMMIT on a full disk), and ROLLBACK then raises."""
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
 
 
 def encode_time(value: datetime | None) -> str | None:

@@ -16,7 +16,7 @@ from services.api.routes import connectors, keys, maintenance, ops
 from services.api.routes import (
     memory as memory_routes,  # `memory` names the Memory below
 )
-from services.app.audit import record_admin_action
+from services.app.audit import create_key_audited
 from services.app.memory import Memory
 from services.bootstrap import server_parts
 from services.errors import OrgmemError
@@ -39,9 +39,8 @@ def bootstrap_admin_key(settings: Settings, state: AppState) -> None:
     keys = state.keys
     if keys is None or not settings.auth.bootstrap_admin_key or keys.list():
         return
-    key, token = keys.create("default", "admin", "admin", "system:bootstrap", name="bootstrap", unrestricted=True)
-    record_admin_action(state.memory.event_log, key.tenant, "key.created", "system:bootstrap",
-                        key.audit_details())
+    _, token = create_key_audited(keys, state.memory.event_log, "default", "admin", "admin", "system:bootstrap",
+                                  name="bootstrap", unrestricted=True)
     print(f"orgmem: no API key existed, so one admin key for tenant 'default' was created; it is shown only now:\n"
           f"  {token}\nsend it as 'Authorization: Bearer <key>'; create others with 'orgmem keys create'",
           file=sys.stderr, flush=True)

@@ -5,19 +5,32 @@ Routes depend only on `CurrentCaller` and `require_role`. With auth enabled (the
 route that uses them needs `Authorization: Bearer <credential>`: an orgmem API key (`om_...`) or,
 when an issuer is configured, a JWT signed by a key in the issuer's JWKS. Missing or bad
 credentials answer 401, a role too low 403, too many requests 429; each as problem details.
+
+Failed credentials count against two buckets, the client address and the presented credential
+(a key id, or a hash of any other token); over either, failures answer 429. Only failures count,
+and a credential that verifies is never refused by them: over a limit its verification is only
+queued behind a few slots, so a flood costs a bounded number of threads. The client address is
+the peer's, or what X-Forwarded-For / Forwarded say when the peer is a configured trusted proxy.
+Each caller may have `limits.max_in_flight_per_caller` requests in flight at once.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import ipaddress
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from services.api.problems import ApiProblem
-from services.api.ratelimit import RateLimiter, storage_url
+from services.api.ratelimit import InFlight, RateLimiter, storage_url
 from services.core.caller import Caller
-from services.core.keys import check_name
+from services.core.keys import check_name, key_id_of
+from services.core.scope import reader_tokens_for
 from services.errors import BackendUnavailable, KeyRequestError, OrgmemError
 from services.ports import KeyStore
 
@@ -27,6 +40,57 @@ _BEARER = HTTPBearer(auto_error=False, description="An orgmem API key (om_...) o
 
 def unauthorized(detail: str) -> ApiProblem:
     return ApiProblem(401, "Unauthorized", detail, "unauthorized", {"WWW-Authenticate": 'Bearer realm="orgmem"'})
+
+
+def credential_id(token: str) -> str:
+    """What failures of a presented credential count against: its key id, or a hash of the token."""
+    key_id = key_id_of(token)
+    return f"key:{key_id}" if key_id else "token:" + hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()[:32]
+
+
+def _address(value: str) -> str | None:
+    """An address from a header value ("1.2.3.4", "1.2.3.4:80", "[::1]:80", '"[::1]"'), normalised."""
+    value = value.strip().strip('"')
+    if value.startswith("["):
+        value = value[1:].split("]", 1)[0]
+    elif value.count(":") == 1:
+        value = value.split(":", 1)[0]
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        return None
+
+
+class TrustedProxies:
+    """Peers whose forwarded headers name the client (auth.trusted_proxies); nobody by default."""
+
+    def __init__(self, entries: list[str]):
+        try:
+            self.networks = [ipaddress.ip_network(entry.strip(), strict=False) for entry in entries]
+        except ValueError as exc:
+            raise OrgmemError(f"auth.trusted_proxies: {exc}") from None
+
+    def trusts(self, address: str | None) -> bool:
+        ip = _address(address) if address else None
+        return ip is not None and any(ipaddress.ip_address(ip) in network for network in self.networks)
+
+    def client(self, request: Request) -> str:
+        """The peer, or, behind trusted proxies, the nearest hop that is not one of them (hops to its
+        left were written by the client itself and prove nothing)."""
+        peer = request.client.host if request.client else "unknown"
+        if not self.networks or not self.trusts(peer):
+            return peer
+        forwarded = request.headers.getlist("forwarded")
+        if forwarded:
+            hops = [param.split("=", 1)[1] for element in ",".join(forwarded).split(",")
+                    for param in element.split(";") if param.strip().lower().startswith("for=")]
+        else:
+            hops = ",".join(request.headers.getlist("x-forwarded-for")).split(",")
+        hops = [_address(hop) or hop.strip() for hop in hops if hop.strip()]
+        for hop in reversed(hops):
+            if not self.trusts(hop):
+                return hop
+        return hops[0] if hops else peer
 
 
 class OidcVerifier:
@@ -77,7 +141,10 @@ class OidcVerifier:
         groups = [groups] if isinstance(groups, str) else groups
         role = claims.get(auth.role_claim) or auth.oidc_default_role
         if isinstance(role, list):  # a roles array: the highest orgmem role it names
-            role = max((r for r in role if r in ROLE_RANK), key=ROLE_RANK.get, default=auth.oidc_default_role)
+            role = max((r for r in role if isinstance(r, str) and r in ROLE_RANK), key=ROLE_RANK.get,
+                       default=auth.oidc_default_role)
+        if not isinstance(role, str):  # an object or a number: never a role, never a 500
+            raise unauthorized(f"bearer token: claim {auth.role_claim}: a role name or a list of them")
         try:
             check_name(auth.tenant_claim, tenant)
             check_name(auth.principal_claim, principal)
@@ -89,48 +156,81 @@ class OidcVerifier:
             raise unauthorized(f"bearer token: claim {exc}") from None
         if role not in ROLE_RANK:
             raise unauthorized(f"bearer token: claim {auth.role_claim}: unknown role")
-        readers = frozenset({principal.lower(), *(g.lower() for g in groups)})
+        readers = reader_tokens_for(principal, groups)  # user:<sub> and group:<name>, never mixed
         return Caller(tenant=tenant, readers=readers, name=f"oidc:{principal}", role=role)
 
 
 class Authenticator:
     def __init__(self, settings, keys: KeyStore | None):
         auth = settings.auth
-        self.enabled, self.keys = auth.enabled, keys
+        self.enabled, self.keys, self.limits = auth.enabled, keys, settings.limits
         self.oidc = OidcVerifier(auth) if auth.enabled and auth.oidc_issuer else None
         storage = storage_url(settings)
         self.limiter = RateLimiter(auth.rate_limit, storage, "orgmem-caller")
-        self.failures = RateLimiter(auth.failed_auth_limit, storage, "orgmem-auth-failure")
+        self.failures = RateLimiter(auth.failed_auth_limit, storage, "orgmem-auth-failure")  # per address
+        per_credential = auth.failed_auth_limit if auth.failed_auth_credential_limit is None \
+            else auth.failed_auth_credential_limit
+        self.credential_failures = RateLimiter(per_credential, storage, "orgmem-auth-failure-credential")
+        self.proxies = TrustedProxies(auth.trusted_proxies)
+        self.in_flight = InFlight()
+        self._slot_count = max(1, auth.failed_auth_verify_slots)
+        self._slots: asyncio.Semaphore | None = None
 
-    def _rejected(self, client: str, problem: ApiProblem) -> ApiProblem:
-        self.failures.hit(client)
-        return problem
+    def client_address(self, request: Request) -> str:
+        return self.proxies.client(request)
 
-    def authenticate(self, token: str | None, client: str) -> tuple[Caller, str]:
-        """The caller and its rate-limit identity; raises ApiProblem for 401 and 429."""
-        if not token:
-            raise unauthorized("credentials: send 'Authorization: Bearer <API key or token>'")
+    def _known(self, token: str, credential: str, client: str) -> tuple[tuple[Caller, str] | None, bool]:
+        """A key that verified before (no hash), else whether the address or the credential is
+        over its failure limit."""
         key = self.keys.verify(token, cached_only=True) if self.keys and token.startswith("om_") else None
-        if key is not None:  # a key that verified before costs no hash, and is never blocked
-            return key.caller(), f"key:{key.key_id}"
-        # Checked before any hash or JWKS fetch, so a flood of bad credentials costs little; behind a
-        # proxy all clients share one address, hence the exemption of known keys above.
-        if not self.failures.test(client):
-            raise ApiProblem(429, "Too many failed attempts", "credentials: too many failed attempts from this "
-                             "address; wait and retry", "rate-limited", {"Retry-After": "60"})
+        if key is not None:
+            return (key.caller(), f"key:{key.key_id}"), False
+        return None, not (self.failures.test(client) and self.credential_failures.test(credential))
+
+    def _verify(self, token: str) -> tuple[Caller, str]:
         if token.startswith("om_"):
             key = self.keys.verify(token) if self.keys else None
             if key is None:
-                raise self._rejected(client, unauthorized("credentials: unknown or revoked API key"))
+                raise unauthorized("credentials: unknown or revoked API key")
             return key.caller(), f"key:{key.key_id}"
         if self.oidc is not None and token.count(".") == 2:
-            try:
-                caller = self.oidc.caller(token)
-            except ApiProblem as problem:
-                raise self._rejected(client, problem) from None
+            caller = self.oidc.caller(token)
             return caller, f"oidc:{caller.tenant}:{caller.name}"
-        raise self._rejected(client, unauthorized("credentials: not an orgmem API key" +
-                                                  (" or a JWT" if self.oidc else "")))
+        raise unauthorized("credentials: not an orgmem API key" + (" or a JWT" if self.oidc else ""))
+
+    def verify(self, token: str, credential: str, client: str) -> tuple[Caller, str]:
+        """Full verification (a hash, a signature, maybe a key-set fetch); a failure counts once
+        against the address and once against the credential, and over either limit answers 429."""
+        try:
+            return self._verify(token)
+        except ApiProblem as problem:
+            if problem.status_code != 401:
+                raise
+            failed = problem
+        by_address, by_credential = self.failures.hit(client), self.credential_failures.hit(credential)
+        if by_address.allowed and by_credential.allowed:
+            raise failed
+        verdict, what = (by_address, "from this address") if not by_address.allowed else \
+            (by_credential, "with this credential")
+        raise ApiProblem(429, "Too many failed attempts", f"credentials: too many failed attempts {what} "
+                         f"({verdict.limit}); wait and retry", "rate-limited", {"Retry-After": str(verdict.retry_after_s)})
+
+    async def authenticate(self, token: str | None, client: str) -> tuple[Caller, str]:
+        """The caller and its rate-limit identity; raises ApiProblem for 401 and 429."""
+        if not token:
+            raise unauthorized("credentials: send 'Authorization: Bearer <API key or token>'")
+        credential = credential_id(token)
+        known, suspect = await run_in_threadpool(self._known, token, credential, client)
+        if known is not None:
+            return known
+        if not suspect:
+            return await run_in_threadpool(self.verify, token, credential, client)
+        # Over a failure limit: still verified (a valid credential is never refused), but a few at
+        # a time, so a flood of bad ones costs this many threads; the rest wait holding none.
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self._slot_count)
+        async with self._slots:
+            return await run_in_threadpool(self.verify, token, credential, client)
 
     def admit(self, identity: str) -> None:
         verdict = self.limiter.hit(identity)
@@ -138,15 +238,30 @@ class Authenticator:
             raise ApiProblem(429, "Too many requests", f"rate limit {verdict.limit} reached; retry in "
                              f"{verdict.retry_after_s} s", "rate-limited", {"Retry-After": str(verdict.retry_after_s)})
 
+    def enter(self, identity: str) -> None:
+        cap = self.limits.max_in_flight_per_caller  # read per request, so a changed setting applies at once
+        if not self.in_flight.enter(identity, cap):
+            raise ApiProblem(429, "Too many requests in flight", f"{cap} requests of this caller are in flight, "
+                             "the most that limits.max_in_flight_per_caller allows (the operator raises it with "
+                             "ORGMEM_LIMITS__MAX_IN_FLIGHT_PER_CALLER); retry when one completes",
+                             "too-many-in-flight", {"Retry-After": "1"})
 
-def current_caller(request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)]) -> Caller:
+
+async def current_caller(request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None,
+                                                                  Depends(_BEARER)]) -> AsyncIterator[Caller]:
+    """The caller, held in flight for the rest of the request (its slot is freed when it ends)."""
     authenticator: Authenticator | None = getattr(request.app.state.orgmem, "auth", None)
     if authenticator is None or not authenticator.enabled:
-        return Caller()  # auth disabled: the embedded profile's single admin of the default tenant
-    client = request.client.host if request.client else "unknown"
-    caller, identity = authenticator.authenticate(credentials.credentials if credentials else None, client)
-    authenticator.admit(identity)
-    return caller
+        yield Caller()  # auth disabled: the embedded profile's single admin of the default tenant
+        return
+    token = credentials.credentials if credentials else None
+    caller, identity = await authenticator.authenticate(token, authenticator.client_address(request))
+    await run_in_threadpool(authenticator.admit, identity)
+    authenticator.enter(identity)
+    try:
+        yield caller
+    finally:
+        authenticator.in_flight.leave(identity)
 
 
 CurrentCaller = Annotated[Caller, Depends(current_caller)]

@@ -93,7 +93,7 @@ ERRORS: dict[type[Exception], Rule | Callable[[Exception], Rule]] = {
     BackendUnavailable: Rule(503, "Dependency unavailable", "dependency-unavailable",
                              extra=lambda exc, _: {"component": exc.component}),
     Invalid: BAD_REQUEST,
-    OrgmemError: BAD_REQUEST,  # storage failures too, for now: they become 5xx in a later change
+    OrgmemError: BAD_REQUEST,  # storage failures are BackendUnavailable (503), translated by the adapters
 }
 
 

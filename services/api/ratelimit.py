@@ -1,9 +1,11 @@
-"""Per-caller rate limits with the `limits` library: memory storage in one process, Redis when
-several API processes share the limits (the cluster profile)."""
+"""Per-caller rate limits with the `limits` library (memory storage in one process, Redis when
+several API processes share the limits: the cluster profile), and the per-caller cap on requests
+in flight (per process)."""
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass
 
@@ -74,3 +76,32 @@ class RateLimiter:
 
     def reset(self) -> None:
         self._limiter.storage.reset()
+
+
+class InFlight:
+    """How many requests of each caller this process is serving now; `enter` refuses one over the
+    cap. Counted per process: behind several API processes a caller may have cap x processes."""
+
+    def __init__(self):
+        self._counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def enter(self, identity: str, cap: int) -> bool:
+        with self._lock:
+            count = self._counts.get(identity, 0)
+            if cap > 0 and count >= cap:
+                return False
+            self._counts[identity] = count + 1
+            return True
+
+    def leave(self, identity: str) -> None:
+        with self._lock:
+            count = self._counts.get(identity, 0) - 1
+            if count > 0:
+                self._counts[identity] = count
+            else:
+                self._counts.pop(identity, None)
+
+    def count(self, identity: str) -> int:
+        with self._lock:
+            return self._counts.get(identity, 0)

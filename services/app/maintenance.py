@@ -40,6 +40,7 @@ from services.core.maintenance import (
     group_rows,
     inverse_events,
     plan_group,
+    same_access,
 )
 from services.core.maintenance.consolidation import DEFAULT_TAU, Neighbours
 from services.core.scope import Scope
@@ -208,13 +209,19 @@ class MaintenanceService:
             self.sync()
             rows = self.active_rows(tenant)
             report({"phase": "grouping", "rows": len(rows)})
-            groups = group_rows(rows, self.neighbours_fn(tenant, self.neighbours), tau)
+            # Groups hold rows of one access list only: a judge never sees, and no decision or
+            # reason ever mixes, rows of different readers (services.core.maintenance.access).
+            kept_apart: set[tuple[str, str]] = set()
+            groups = group_rows(rows, self.neighbours_fn(tenant, self.neighbours), tau, kept_apart=kept_apart)
             counts: Counter[str] = Counter()
             calls, stop = 0, "done"
             for index, group in enumerate(groups):
                 if max_calls is not None and calls >= max_calls:
                     stop = "call_cap"
                     break
+                if not same_access(group):  # group_rows never forms one; never send one to a judge
+                    counts["refused"] += 1
+                    continue
                 calls += 1
                 try:
                     label = judge.label_group(group)
@@ -232,7 +239,7 @@ class MaintenanceService:
                 appender.add(events)
                 report({"phase": "judging", "done": index + 1, "total": len(groups), "labels": dict(counts)})
             return {"rows": len(rows), "groups": len(groups), "groups_judged": calls, "labels": dict(counts),
-                    "stop_reason": stop}
+                    "pairs_skipped_access": len(kept_apart), "stop_reason": stop}
 
         return self._guarded(tenant, run_id, appender, body)
 

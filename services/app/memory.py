@@ -20,8 +20,8 @@ from services.core.caller import SYSTEM, Caller
 from services.core.retrieval_config import PRESETS, RetrievalConfig
 from services.core.scope import PUBLIC_ACL, Scope, acl_tokens
 from services.core.write_path import SkippedDocument
-from services.core.write_rules import row_id_for
-from services.errors import NotFound, NotReady, OrgmemError
+from services.core.write_rules import is_connector_source, row_id_for
+from services.errors import Invalid, NotFound, NotReady, OrgmemError
 from services.ports import (
     Embedder,
     EventLog,
@@ -59,6 +59,16 @@ class Memory:
     # --- write path -------------------------------------------------------------------------
     def ingest(self, documents: Sequence[DocumentIn], caller: Caller = SYSTEM) -> IngestResult:
         return append_documents(self._log, documents, caller)
+
+    def accept(self, documents: Sequence[DocumentIn], caller: Caller) -> IngestResult:
+        """Documents submitted by an API caller: as `ingest`, but a source that a connector
+        writes is refused, so that nobody can claim an item a connector will import later."""
+        claimed = [f"documents.{i}.source: {d.source!r} is reserved for orgmem's connectors; "
+                   "name the source of API documents otherwise" for i, d in enumerate(documents)
+                   if is_connector_source(d.source)]
+        if claimed:
+            raise Invalid("; ".join(claimed[:10]))
+        return self.ingest(documents, caller)
 
     def append(self, events: Sequence[Event]) -> list[LoggedEvent]:
         return self._log.append(events)

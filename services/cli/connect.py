@@ -11,25 +11,35 @@ from pydantic import SecretStr
 
 
 def _run(args, kind: str, **options) -> int:
-    from services.app.connectors import run_connector
+    from services.app.connectors import protected_paths, run_connector
     from services.bootstrap import open_event_log
     from services.cli.common import index_log, settings_from
+    from services.connectors.paths import PathGuard
     from services.core.caller import Caller
 
     settings = settings_from(args)
+    paths = getattr(args, "paths", [])
+    # The operator names the inputs: they are the roots (a link inside them cannot lead out), and
+    # the data folder and key file are never read.
+    guard = PathGuard.around(paths, protected_paths(settings))
     event_log = open_event_log(settings)
     try:
-        report, position = run_connector(kind, getattr(args, "paths", []), event_log, Path(settings.data_dir),
-                                         Caller(tenant=args.tenant), **options)
+        report, position = run_connector(kind, paths, event_log, Path(settings.data_dir),
+                                         Caller(tenant=args.tenant), guard=guard, **options)
     finally:
         event_log.close()
     summary = report.to_dict()
     for letter in summary["dead_letters"]:
         print(f"dead letter: {letter['path']}: {letter['reason']}", file=sys.stderr)
-    print(json.dumps({k: v for k, v in summary.items() if k != "dead_letters"} | {
+    for item in summary["known_items"]:
+        print(f"already known: {item['source']} {item['source_id']} (row {item['row_id']})", file=sys.stderr)
+    print(json.dumps({k: v for k, v in summary.items() if k not in ("dead_letters", "known_items")} | {
         "dead_letters": len(summary["dead_letters"]), "log_position": position}))
     if not args.no_index:
-        index_log(settings)
+        index_log(settings)  # what the run appended is durable, also when it stopped part-way
+    if report.stopped:
+        print(f"orgmem: the run stopped before the end: {report.stopped}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -60,7 +70,8 @@ def cmd_csv(args) -> int:
 
 
 def cmd_meetings(args) -> int:
-    return _run(args, "meetings", date=args.date, acl_from_participants=args.acl_from_participants)
+    return _run(args, "meetings", date=args.date, formats=args.format,
+                acl_from_participants=args.acl_from_participants)
 
 
 def cmd_dead_letters(args) -> int:
@@ -103,6 +114,8 @@ def register(command, sub) -> None:
                    help="id=, title=, text=, author=, date= and optionally status=, priority=, assignee=, labels=, comments=")
     p = kind("meetings", cmd_meetings, "WebVTT, SRT, 'Speaker: text' transcripts, QMSum-style JSON")
     p.add_argument("--date", help="meeting date when the file carries none")
+    p.add_argument("--format", action="append", choices=["vtt", "srt", "json", "transcript"],
+                   help="formats to read, repeatable (default vtt, srt, json; 'transcript' reads .txt)")
     p = kinds.add_parser("dead-letters", help="inputs that could not be parsed, with the reason")
     p.add_argument("--data", default=None)
     p.set_defaults(handler=cmd_dead_letters)

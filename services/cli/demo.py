@@ -31,13 +31,15 @@ def _walkthrough(memory, questions: list[dict]) -> None:
               f"\n      {line}", file=sys.stderr)
 
 
-def _demo_key(settings) -> str:
-    """Each demo start hands out a fresh reader key: the tokens of earlier ones are not kept."""
+def _demo_key(settings, memory) -> str:
+    """Each demo start hands out a fresh reader key (audited like any other): the tokens of
+    earlier ones are not kept."""
+    from services.app.audit import create_key_audited
     from services.bootstrap import key_store_for
 
     store = key_store_for(settings)
     try:
-        _, token = store.create("default", "demo", "reader", actor="orgmem demo", name="demo")
+        _, token = create_key_audited(store, memory.event_log, "default", "demo", "reader", "orgmem demo", name="demo")
     finally:
         store.close()
     return token
@@ -80,7 +82,7 @@ def cmd_demo(args) -> int:
     app = create_app(settings, memory, on_close=close)
     url = f"http://{settings.host}:{settings.port}"
     print(f"\norgmem demo serving on {url}  (API docs: {url}/docs)\n"
-          f"  export ORGMEM_KEY={_demo_key(settings)}   # a reader key for this demo, shown only now\n"
+          f"  export ORGMEM_KEY={_demo_key(settings, memory)}   # a reader key for this demo, shown only now\n"
           f"  curl -s {url}/v1/query -H \"authorization: Bearer $ORGMEM_KEY\" -H 'content-type: application/json' "
           "-d '{\"q\": \"What is the travel class for long flights?\", \"as_of\": \"2025-06-01\", \"k\": 5}'\n"
           f"  questions with gold answers: {org.questions_path}", file=sys.stderr)

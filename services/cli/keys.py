@@ -11,14 +11,15 @@ import argparse
 import getpass
 import json
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from schemas.events import (
     AdminActionRecorded,
     MaintenanceRunFinished,
     MaintenanceRunStarted,
 )
-from services.app.audit import record_admin_action
+from services.app.audit import create_key_audited, revoke_key_audited
+from services.cli.common import parse_time, settings_from
 from services.core.keys import ROLES
 from services.errors import KeyRequestError
 
@@ -34,7 +35,6 @@ def _actor(args: argparse.Namespace) -> str:
 
 def _open(args: argparse.Namespace):
     from services.bootstrap import key_store_for, open_event_log
-    from services.cli.common import settings_from
 
     settings = settings_from(args)
     return settings, key_store_for(settings), open_event_log(settings)
@@ -44,17 +44,22 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
     _, store, event_log = _open(args)
     try:
         actor = _actor(args)
+        expires_at = args.expires_at
+        if args.expires_in is not None:
+            expires_at = datetime.now(UTC) + args.expires_in
         try:
-            key, token = store.create(args.tenant, args.principal, args.role, actor, groups=args.group or [],
-                                      name=args.name or "", unrestricted=args.unrestricted)
+            # The key and its audit event together or not at all (a failed append leaves no key).
+            key, token = create_key_audited(store, event_log, args.tenant, args.principal, args.role, actor,
+                                            groups=args.group or [], name=args.name or "",
+                                            unrestricted=args.unrestricted, expires_at=expires_at)
         except KeyRequestError as exc:
             print(f"orgmem keys create: {exc}", file=sys.stderr)
             return 2
-        record_admin_action(event_log, key.tenant, "key.created", actor, key.audit_details())
         if args.json:
             print(json.dumps({**key.public(), "token": token}))
         else:
-            print(f"created key {key.key_id} ({key.role}) for {key.principal} in tenant {key.tenant}")
+            until = f", expires {key.expires_at:%Y-%m-%d %H:%M:%S} UTC" if key.expires_at else ""
+            print(f"created key {key.key_id} ({key.role}) for {key.principal} in tenant {key.tenant}{until}")
             print("the key is shown only now; store it in a secret manager:")
             print(token)
     finally:
@@ -75,7 +80,12 @@ def cmd_keys_list(args: argparse.Namespace) -> int:
         return 0
     print(f"{'key id':<13} {'tenant':<16} {'principal':<28} {'role':<7} {'created':<20} status")
     for k in keys:
-        status = f"revoked {k.revoked_at:%Y-%m-%d %H:%M} by {k.revoked_by}" if k.revoked_at else "active"
+        if k.revoked_at:
+            status = f"revoked {k.revoked_at:%Y-%m-%d %H:%M} by {k.revoked_by}"
+        elif k.expires_at:
+            status = f"{'active' if k.active else 'expired'} until {k.expires_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+        else:
+            status = "active"
         extra = (" groups=" + ",".join(k.groups) if k.groups else "") + (" unrestricted" if k.unrestricted else "")
         print(f"{k.key_id:<13} {k.tenant:<16} {k.principal:<28} {k.role:<7} {k.created_at:%Y-%m-%d %H:%M:%S}  "
               f"{status}{extra}")
@@ -87,14 +97,11 @@ def cmd_keys_revoke(args: argparse.Namespace) -> int:
     try:
         actor = _actor(args)
         try:
-            before = store.get(args.key_id)
-            key = store.revoke(args.key_id, actor, tenant=args.tenant)
+            key, revoked_now = revoke_key_audited(store, event_log, args.key_id, actor, tenant=args.tenant)
         except KeyRequestError as exc:
             print(f"orgmem keys revoke: {exc}", file=sys.stderr)
             return 2
-        if before is not None and before.revoked_at is None:
-            record_admin_action(event_log, key.tenant, "key.revoked", actor,
-                                {"key_id": key.key_id, "principal": key.principal, "role": key.role})
+        if revoked_now:
             print(f"revoked key {key.key_id} ({key.principal}, {key.role}, tenant {key.tenant})")
         else:
             print(f"key {key.key_id} was already revoked on {key.revoked_at:%Y-%m-%d %H:%M:%S} by {key.revoked_by}")
@@ -129,7 +136,6 @@ def audit_entries(event_log, tenant: str | None = None, since: datetime | None =
 
 def cmd_audit(args: argparse.Namespace) -> int:
     from services.bootstrap import open_event_log
-    from services.cli.common import settings_from
 
     event_log = open_event_log(settings_from(args))
     try:
@@ -151,12 +157,20 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _since(value: str) -> datetime:
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def _duration(value: str) -> timedelta:
+    """A lifetime like 3600, 90s, 30m, 12h, 30d or 2w."""
+    text = value.strip().lower()
+    number, unit = (text[:-1], text[-1]) if text[-1:] in _UNITS else (text, "s")
     try:
-        parsed = datetime.fromisoformat(value)
+        seconds = float(number) * _UNITS[unit]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not an ISO date or time: {value!r}") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        raise argparse.ArgumentTypeError(f"not a duration (e.g. 3600, 12h, 30d): {value!r}") from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"a lifetime must be positive: {value!r}")
+    return timedelta(seconds=seconds)
 
 
 def register(command, sub) -> None:
@@ -177,6 +191,9 @@ def register(command, sub) -> None:
     p.add_argument("--group", action="append", help="a group the principal is in (repeatable)")
     p.add_argument("--name", help="a note: what the key is for")
     p.add_argument("--unrestricted", action="store_true", help="admin only: read every row of the tenant")
+    until = p.add_mutually_exclusive_group()
+    until.add_argument("--expires-in", type=_duration, help="the key stops working after this long (12h, 30d, 2w)")
+    until.add_argument("--expires-at", type=parse_time, help="the key stops working at this ISO time (UTC if no zone)")
     p.add_argument("--actor", help="who creates it, for the audit log (default cli:<user>)")
     p.add_argument("--json", action="store_true")
     p = verb("list", cmd_keys_list, "list keys (never their secrets)")
@@ -189,7 +206,7 @@ def register(command, sub) -> None:
     p.add_argument("--actor")
     p = command("audit", cmd_audit, "list audited admin actions and maintenance runs from the log")
     p.add_argument("--tenant")
-    p.add_argument("--since", type=_since)
+    p.add_argument("--since", type=parse_time)
     p.add_argument("--action", help="only actions starting with this, e.g. key. or maintenance.")
     p.add_argument("--limit", type=int, default=0, help="only the last N")
     p.add_argument("--json", action="store_true")

@@ -98,6 +98,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from services.api.app import create_app
+    from services.api.middleware import server_options
     from services.bootstrap import build_memory
 
     settings = settings_from(args)
@@ -113,7 +114,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     app = create_app(settings, memory, on_close=close)
     print(f"orgmem serving {settings.data_dir} on http://{settings.host}:{settings.port} (docs at /docs)", file=sys.stderr)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower())
+    uvicorn.run(app, **server_options(settings))  # timeouts, limits, no proxy headers (services/api/middleware.py)
     return 0
 
 

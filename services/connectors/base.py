@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,9 +36,37 @@ class ConnectorReport:
     items_seen: int = 0  # source items read (files, messages, tickets)
     unchanged: int = 0  # items skipped because the cursor says they were done before
     dead_letters: list[DeadLetter] = field(default_factory=list)
+    # Documents handed on whose (source, source_id) the tenant already holds: the write path skips
+    # them as `duplicate_source`, so they add nothing. The count is complete; the list (source,
+    # source_id, row_id of the row that holds it) stops at KNOWN_LISTED entries.
+    already_known: int = 0
+    known_items: list[dict] = field(default_factory=list)
+    # Why the run stopped before the end (the sink refused a batch, a bug), or None when it finished.
+    stopped: str | None = None
 
     def to_dict(self) -> dict:
         return {**asdict(self), "dead_letters": [asdict(d) for d in self.dead_letters]}
+
+
+KNOWN_LISTED = 1000
+
+
+class RunStopped(Exception):
+    """A run that started and could not finish, with the report of what it did; the runner
+    answers with that report (and the cause, `__cause__`) instead of nothing."""
+
+    def __init__(self, report: ConnectorReport):
+        super().__init__("connector run stopped")
+        self.report = report
+
+
+@contextmanager
+def reporting(report: ConnectorReport) -> Iterator[ConnectorReport]:
+    """Around the loop of a run: an exception that stops it becomes RunStopped with the report."""
+    try:
+        yield report
+    except Exception as exc:
+        raise RunStopped(report) from exc
 
 
 class ConnectorState:
@@ -49,7 +80,7 @@ class ConnectorState:
     def __init__(self, data_dir: Path, connector: str):
         self.root = Path(data_dir) / "connectors"
         self.root.mkdir(parents=True, exist_ok=True)
-        self.path = self.root / f"{connector}.cursor.json"
+        self.path = self.root / f"{_file_name(connector)}.cursor.json"
         self.connector = connector
         self.values: dict = json.loads(self.path.read_text()) if self.path.exists() else {}
 
@@ -67,6 +98,13 @@ class ConnectorState:
         with open(self.root / "dead_letters.jsonl", "a", encoding="utf-8") as handle:
             for letter in letters:
                 handle.write(json.dumps(asdict(letter)) + "\n")
+
+
+def _file_name(name: str) -> str:
+    """`name` as one safe file name: a tenant called `../x` must not write outside the folder."""
+    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,150}", name) and ".." not in name:
+        return name
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:100].lstrip(".") + "-" + hashlib.sha256(name.encode()).hexdigest()[:16]
 
 
 def read_dead_letters(data_dir: Path) -> list[DeadLetter]:

@@ -15,13 +15,12 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC
 from email import policy
 from email.errors import CloseBoundaryNotFoundDefect, StartBoundaryNotFoundDefect
 from email.header import decode_header
 from email.message import Message
 from email.parser import BytesParser
-from email.utils import getaddresses, parsedate_to_datetime
+from email.utils import getaddresses
 from pathlib import Path
 
 from bs4 import BeautifulSoup
@@ -29,6 +28,7 @@ from pydantic import ValidationError
 
 from schemas.documents import MAX_TAGS, MAX_TEXT_CHARS, DocumentIn
 from services.connectors.base import ConnectorReport, DeadLetter
+from services.connectors.dates import parse_rfc2822
 from services.errors import EmailParseError
 
 log = logging.getLogger(__name__)
@@ -245,9 +245,10 @@ def parse_email(raw: bytes, *, acl_from_participants: bool = False) -> ParsedEma
         warnings.append("Date: missing, ingested undated")
     else:
         try:
-            date = parsedate_to_datetime(date_text)
-            date = date.replace(tzinfo=UTC) if date.tzinfo is None else date.astimezone(UTC)
-        except (ValueError, TypeError, IndexError, OverflowError):
+            # A date outside the API's window (year 0001, 9999 shifted past the end) raises
+            # EmailParseError: the message is a dead letter rather than misdated.
+            date = parse_rfc2822(date_text, "Date", EmailParseError)
+        except (ValueError, TypeError, IndexError):
             warnings.append(f"Date: unparseable value {date_text[:80]!r}, ingested undated")
             date = None
 

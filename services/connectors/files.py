@@ -11,7 +11,14 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from schemas.documents import DocumentIn
-from services.connectors.base import ConnectorReport, ConnectorState, DeadLetter, Sink
+from services.connectors.base import (
+    ConnectorReport,
+    ConnectorState,
+    DeadLetter,
+    Sink,
+    reporting,
+)
+from services.connectors.paths import PathGuard, PathRefused, Refused
 
 log = logging.getLogger(__name__)
 
@@ -19,56 +26,79 @@ BATCH = 500
 Paths = str | Path | Iterable[str | Path]  # one file or folder, or several
 
 
-def _files(paths: Paths, suffixes: tuple[str, ...]) -> Iterator[Path | DeadLetter]:
-    """Files as given, and files under folders (recursively, sorted) with one of the suffixes."""
+def _files(paths: Paths, suffixes: tuple[str, ...], guard: PathGuard) -> Iterator[Path | Refused]:
+    """Files as given, and files under folders (recursively, sorted) with one of the suffixes; a
+    path the guard refuses (a link out of the roots, the data folder) is reported, not read."""
     for raw in [paths] if isinstance(paths, (str, Path)) else paths:
         path = Path(raw)
-        if path.is_dir():
-            yield from sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in suffixes)
+        why = guard.refusal(path)
+        if why:
+            yield Refused(str(path), why)
+        elif path.is_dir():
+            for found in guard.walk(path):
+                # A refused link is reported when it would have been read: a folder, or a wanted suffix.
+                name = Path(found.path) if isinstance(found, Refused) else found
+                if name.suffix.lower() in suffixes or (isinstance(found, Refused) and name.is_dir()):
+                    yield found
         elif path.is_file():
             yield path
         else:
-            yield DeadLetter("files", str(path), "no such file or folder")
+            yield Refused(str(path), "no such file or folder")
 
 
 def run_files(connector: str, paths: Paths, suffixes: tuple[str, ...],
               parse: Callable[[bytes, Path], tuple[list[DocumentIn], list[DeadLetter], int]],
-              sink: Sink, state: ConnectorState, options: dict) -> ConnectorReport:
+              sink: Sink, state: ConnectorState, options: dict, guard: PathGuard | None = None) -> ConnectorReport:
     """The file-connector loop: skip a file whose bytes and options match the cursor, else parse it,
     hand its documents to the sink, record its dead letters, then its fingerprint. Options are part
-    of the fingerprint so that a corrected CSV mapping or meeting date re-reads the same file."""
+    of the fingerprint so that a corrected CSV mapping or meeting date re-reads the same file.
+
+    Whatever one file holds costs that file only: any failure to parse it is a dead letter. A
+    failure of the sink stops the run; the exception carries the report of what was done."""
     report = ConnectorReport(connector)
     seen = state.values.setdefault("files", {})
     opts = json.dumps(options, sort_keys=True, default=str)
-    for path in _files(paths, suffixes):
-        if isinstance(path, DeadLetter):
-            letters = [DeadLetter(connector, path.path, path.reason)]
-        else:
-            try:
-                data = path.read_bytes()
-            except OSError as exc:
-                letters = [DeadLetter(connector, str(path), f"cannot read: {exc}")]
+    if guard is None:
+        guard = PathGuard.around([paths] if isinstance(paths, (str, Path)) else paths, [state.root.parent])
+    with reporting(report):
+        for path in _files(paths, suffixes, guard):
+            if isinstance(path, Refused):
+                letters = [DeadLetter(connector, path.path, path.reason)]
             else:
-                mark = {"sha256": hashlib.sha256(data).hexdigest(), "options": opts}
-                key = str(path.resolve())
-                if seen.get(key) == mark:
-                    report.unchanged += 1
+                letters = _one_file(connector, path, parse, sink, guard, seen, opts, report)
+                if letters is None:
                     continue
-                try:
-                    docs, letters, items = parse(data, path)
-                except (RecursionError, MemoryError, ValueError, TypeError, KeyError, AttributeError) as exc:
-                    # A parser bug or a pathological file (JSON nested past the recursion limit) costs
-                    # that file only; the traceback goes to the log for whoever fixes the parser.
-                    log.exception("%s: cannot parse %s", connector, path)
-                    reason = f"cannot parse: {type(exc).__name__}: {exc}"
-                    docs, letters, items = [], [DeadLetter(connector, str(path), reason)], 0
-                letters = [DeadLetter(connector, d.path, d.reason, d.at) for d in letters]
-                for start in range(0, len(docs), BATCH):
-                    sink(docs[start : start + BATCH])
-                report.documents += len(docs)
-                report.items_seen += items
-                seen[key] = mark
-        report.dead_letters.extend(letters)
-        state.record_dead_letters(letters)
-        state.save()
+            report.dead_letters.extend(letters)
+            state.record_dead_letters(letters)
+            state.save()
     return report
+
+
+def _one_file(connector, path, parse, sink, guard, seen, opts, report) -> list[DeadLetter] | None:
+    """Read, parse and hand on one file; its dead letters, or None when the cursor says it is done."""
+    try:
+        data = guard.read_bytes(path)
+    except PathRefused as exc:
+        return [DeadLetter(connector, str(path), exc.reason)]
+    except OSError as exc:
+        return [DeadLetter(connector, str(path), f"cannot read: {exc}")]
+    mark = {"sha256": hashlib.sha256(data).hexdigest(), "options": opts}
+    key = str(path.resolve())
+    if seen.get(key) == mark:
+        report.unchanged += 1
+        return None
+    try:
+        docs, letters, items = parse(data, path)
+    except Exception as exc:
+        # A parser bug or a pathological file (JSON nested past the recursion limit, a date that
+        # overflows) costs that file only; the traceback goes to the log for whoever fixes the parser.
+        log.exception("%s: cannot parse %s", connector, path)
+        reason = f"cannot parse: {type(exc).__name__}: {exc}"
+        docs, letters, items = [], [DeadLetter(connector, str(path), reason)], 0
+    letters = [DeadLetter(connector, d.path, d.reason, d.at) for d in letters]
+    for start in range(0, len(docs), BATCH):
+        sink(docs[start : start + BATCH])
+    report.documents += len(docs)
+    report.items_seen += items
+    seen[key] = mark
+    return letters

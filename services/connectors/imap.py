@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from schemas.documents import DocumentIn
-from services.connectors.base import ConnectorState, DeadLetter, Sink
+from services.connectors.base import ConnectorState, DeadLetter, Sink, reporting
 from services.connectors.email import EmailReport, parse_item
 from services.errors import BackendUnavailable, ImapError
 
@@ -176,18 +176,19 @@ def run_imap(
     report = EmailReport(connector=CONNECTOR)
     conn = _connect(settings)
     try:
-        for mailbox in mailboxes:
-            try:
-                _sync_mailbox(conn, settings, mailbox, sink, state, report, acl_from_participants)
-            except ImapError as exc:
-                # One missing or refused mailbox is reported; the others still go in.
-                letter = DeadLetter(CONNECTOR, f"imap://{settings.account}/{mailbox}", _scrub(exc, settings))
-                state.record_dead_letters([letter])
-                report.dead_letters.append(letter)
-            except (OSError, imaplib.IMAP4.abort) as exc:
-                raise BackendUnavailable("imap", f"{settings.account}: {_scrub(exc, settings)}") from None
-            except imaplib.IMAP4.error as exc:
-                raise ImapError(f"{settings.account}/{mailbox}: {_scrub(exc, settings)}") from None
+        with reporting(report):
+            for mailbox in mailboxes:
+                try:
+                    _sync_mailbox(conn, settings, mailbox, sink, state, report, acl_from_participants)
+                except ImapError as exc:
+                    # One missing or refused mailbox is reported; the others still go in.
+                    letter = DeadLetter(CONNECTOR, f"imap://{settings.account}/{mailbox}", _scrub(exc, settings))
+                    state.record_dead_letters([letter])
+                    report.dead_letters.append(letter)
+                except (OSError, imaplib.IMAP4.abort) as exc:
+                    raise BackendUnavailable("imap", f"{settings.account}: {_scrub(exc, settings)}") from None
+                except imaplib.IMAP4.error as exc:
+                    raise ImapError(f"{settings.account}/{mailbox}: {_scrub(exc, settings)}") from None
     finally:
         _close(conn)
     log.info("imap %s: %d documents, %d messages read, %d dead letters",

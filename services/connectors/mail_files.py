@@ -16,15 +16,16 @@ from email.parser import BytesParser
 from pathlib import Path
 
 from schemas.documents import DocumentIn
-from services.connectors.base import ConnectorState, DeadLetter, Sink
+from services.connectors.base import ConnectorState, DeadLetter, Sink, reporting
 from services.connectors.email import CONNECTOR, EmailReport, parse_item
+from services.connectors.paths import PathGuard, PathRefused, Refused, real
 
 log = logging.getLogger(__name__)
 
 _PARSER = BytesParser(policy=policy.compat32)
 # A file is a single message when its first line is a header and a well-known header follows.
 _HEADER_LINE = re.compile(rb"^[\x21-\x39\x3b-\x7e]+:")
-_KNOWN_HEADERS = re.compile(rb"^(?:from|to|date|subject|message-id|received|return-path):", re.I | re.M)
+_KNOWN_HEADERS = re.compile(rb"^(from|to|date|subject|message-id|received|return-path):", re.I | re.M)
 
 
 @dataclass(frozen=True)
@@ -66,46 +67,68 @@ def _is_maildir(path: Path) -> bool:
     return (path / "cur").is_dir() and (path / "new").is_dir()
 
 
-def _sniff(path: Path) -> str | None:
+def _looks_like_message(head: bytes) -> bool:
+    """A header block of header lines only (continuations allowed) holding From: and one of Date:,
+    Message-ID: or Received:, as every delivered message does. A text file of `Name: value` lines
+    (a transcript, a config file) is not mail."""
+    text = head.replace(b"\r\n", b"\n")
+    block, blank, _ = text.partition(b"\n\n")
+    lines = block.split(b"\n")
+    if not blank and len(lines) > 1:
+        lines = lines[:-1]  # the head may end in the middle of a long header block
+    if not lines or not _HEADER_LINE.match(lines[0]):
+        return False
+    if not all(_HEADER_LINE.match(line) or line[:1] in (b" ", b"\t") for line in lines):
+        return False
+    names = {m.group(1).lower() for m in _KNOWN_HEADERS.finditer(b"\n".join(lines))}
+    return b"from" in names and bool(names & {b"date", b"message-id", b"received"})
+
+
+def _sniff(path: Path, guard: PathGuard) -> str | None:
     """'mbox', 'message' or None (not mail) from the first bytes of a file."""
     try:
-        with open(path, "rb") as handle:
+        with guard.open(path) as handle:
             head = handle.read(4096)
-    except OSError:
+    except (OSError, PathRefused):
         return "message"  # let the reader report why it cannot be read
     if head.startswith(b"From "):
         return "mbox"
     if path.suffix.lower() == ".eml":
         return "message"
-    block = head.replace(b"\r\n", b"\n").split(b"\n\n", 1)[0]
-    lines = block.split(b"\n")
-    if _HEADER_LINE.match(lines[0]) and _KNOWN_HEADERS.search(block):
-        return "message"
-    return None
+    return "message" if _looks_like_message(head) else None
 
 
-def _inputs(path: Path, explicit: bool) -> Iterator[tuple[Path, str]]:
+def _inputs(path: Path, explicit: bool, guard: PathGuard, folders: set[Path]) -> Iterator[tuple[Path, str]]:
+    """(file, kind) for each mail file at or under `path`; kind "!reason" for a path not read."""
     if path.is_file():
-        kind = _sniff(path)
+        kind = _sniff(path, guard)
         if kind or explicit:  # a file named by the caller is read even if it does not look like mail
             yield path, kind or "message"
         return
-    if not path.is_dir():
-        return
+    if not path.is_dir() or real(path) in folders:
+        return  # a link back to a folder already walked
+    folders.add(real(path))
     try:
-        children = sorted(path.iterdir())
+        children, refused = guard.children(path)
+        boxes: list[Path] = []
         if _is_maildir(path):
             for box in ("new", "cur"):  # tmp holds messages still being delivered
-                yield from ((f, "message") for f in sorted((path / box).iterdir()) if f.is_file())
+                why = guard.refusal(path / box)
+                if why:
+                    refused.append(Refused(str(path / box), why))
+                    continue
+                files, out = guard.children(path / box)
+                refused += out
+                boxes += [f for f in files if f.is_file()]
             children = [c for c in children if c.name not in {"cur", "new", "tmp"}]
     except OSError as exc:
         yield path, f"!folder: unreadable ({exc.strerror})"
         return
+    yield from ((Path(r.path), f"!{r.reason}") for r in refused)
+    yield from ((f, "message") for f in boxes)
     for child in children:
-        if child.is_dir() and child.is_symlink():
-            continue  # a linked folder can loop back on itself
         if child.is_dir() or (child.is_file() and not child.name.startswith(".")):
-            yield from _inputs(child, explicit=False)
+            yield from _inputs(child, False, guard, folders)
 
 
 def _items(path: Path, kind: str, data: bytes) -> Iterator[tuple[str, bytes | str]]:
@@ -127,9 +150,13 @@ def run_email(
     *,
     acl_from_participants: bool = False,
     batch_size: int = 256,
+    guard: PathGuard | None = None,
 ) -> EmailReport:
-    """Ingest .eml files, mbox files, maildir folders, or folders holding any of them."""
+    """Ingest .eml files, mbox files, maildir folders, or folders holding any of them. Only paths
+    the guard admits are read (default: under the paths given, never the data folder); a link that
+    leads elsewhere is a dead letter."""
     report = EmailReport(connector=CONNECTOR)
+    guard = guard or PathGuard.around(paths, [state.root.parent])
     done: dict[str, str] = state.values.setdefault("files", {})
     docs: list[DocumentIn] = []
     prints: dict[str, str] = {}
@@ -149,38 +176,51 @@ def run_email(
         letters.clear()
         state.save()
 
-    for given in map(Path, paths):
-        if not given.exists():
-            letters.append(DeadLetter(CONNECTOR, str(given), "path: does not exist"))
-            continue
-        for file, kind in _inputs(given, explicit=True):
-            if kind.startswith("!"):
-                letters.append(DeadLetter(CONNECTOR, str(file), kind[1:]))
+    with reporting(report):
+        folders: set[Path] = set()
+        for given in map(Path, paths):
+            if not given.exists():
+                letters.append(DeadLetter(CONNECTOR, str(given), "path: does not exist"))
                 continue
-            key = str(file.resolve())
-            if key in seen:
+            if why := guard.refusal(given):
+                letters.append(DeadLetter(CONNECTOR, str(given), why))
                 continue
-            seen.add(key)
-            try:
-                data = file.read_bytes()
-            except OSError as exc:
-                letters.append(DeadLetter(CONNECTOR, str(file), f"file: unreadable ({exc.strerror})"))
-                continue
-            digest = hashlib.sha256(data).hexdigest()
-            if done.get(key) == digest:
-                report.unchanged += 1
-                continue
-            for label, item in _items(file, kind, data):
-                report.items_seen += 1
-                if isinstance(item, str):
-                    item = DeadLetter(CONNECTOR, label, item)
-                else:
-                    item = parse_item(item, label, CONNECTOR, acl_from_participants=acl_from_participants)
-                report.route(label, item, docs, letters)
-                if len(docs) >= batch_size:
-                    flush()
-            prints[key] = digest
-    flush()
+            for file, kind in _inputs(given, True, guard, folders):
+                if kind.startswith("!"):
+                    letters.append(DeadLetter(CONNECTOR, str(file), kind[1:]))
+                    continue
+                key = str(file.resolve())
+                if key in seen:
+                    continue
+                seen.add(key)
+                try:
+                    data = guard.read_bytes(file)
+                except PathRefused as exc:
+                    letters.append(DeadLetter(CONNECTOR, str(file), exc.reason))
+                    continue
+                except OSError as exc:
+                    letters.append(DeadLetter(CONNECTOR, str(file), f"file: unreadable ({exc.strerror})"))
+                    continue
+                digest = hashlib.sha256(data).hexdigest()
+                if done.get(key) == digest:
+                    report.unchanged += 1
+                    continue
+                try:
+                    items = list(_items(file, kind, data))
+                except Exception as exc:  # a file the splitter chokes on costs that file only
+                    log.exception("email: cannot split %s", file)
+                    items = [(str(file), f"file: cannot be read as mail ({type(exc).__name__}: {exc})")]
+                for label, item in items:
+                    report.items_seen += 1
+                    if isinstance(item, str):
+                        item = DeadLetter(CONNECTOR, label, item)
+                    else:
+                        item = parse_item(item, label, CONNECTOR, acl_from_participants=acl_from_participants)
+                    report.route(label, item, docs, letters)
+                    if len(docs) >= batch_size:
+                        flush()
+                prints[key] = digest
+        flush()
     log.info(
         "email: %d documents, %d messages read, %d files unchanged, %d undated, %d dead letters",
         report.documents, report.items_seen, report.unchanged, report.undated, len(report.dead_letters),

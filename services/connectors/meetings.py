@@ -20,8 +20,8 @@ import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from datetime import date as Date
+from datetime import datetime
 from pathlib import Path
 
 import srt
@@ -31,13 +31,21 @@ from webvtt.errors import MalformedCaptionError, MalformedFileError
 
 from schemas.documents import MAX_TAGS, DocumentIn
 from services.connectors.base import ConnectorReport, ConnectorState, DeadLetter, Sink
+from services.connectors.dates import to_utc
 from services.connectors.files import Paths, run_files
+from services.connectors.paths import PathGuard
+from services.core.scope import user_entries
 from services.errors import MeetingError
 
 log = logging.getLogger(__name__)
 
 CONNECTOR = "meetings"
-SUFFIXES = (".json", ".jsonl", ".vtt", ".srt", ".txt")
+# The formats a run may be asked for, and their file names. A plain `Speaker: text` transcript is
+# read only when asked for: any text file of `Name: value` lines (a config file, notes) reads as one.
+FORMATS: dict[str, tuple[str, ...]] = {"vtt": (".vtt",), "srt": (".srt",), "json": (".json", ".jsonl"),
+                                       "transcript": (".txt",)}
+DEFAULT_FORMATS = ("vtt", "srt", "json")
+SUFFIXES = tuple(s for suffixes in FORMATS.values() for s in suffixes)
 UNKNOWN = "unknown"
 
 Turn = tuple[str | None, str]
@@ -58,7 +66,7 @@ class Meeting:
 
 
 def parse_date(value: object, where: str) -> datetime | None:
-    """An ISO date (midnight UTC) or datetime (naive = UTC) -> UTC."""
+    """An ISO date (midnight UTC) or datetime (naive = UTC) -> UTC, inside the API's window."""
     if value is None or value == "":
         return None
     if isinstance(value, datetime):
@@ -70,7 +78,7 @@ def parse_date(value: object, where: str) -> datetime | None:
             when = datetime.fromisoformat(str(value).strip())
         except ValueError:
             raise MeetingError(f"{where}: {str(value)[:60]!r} is not an ISO 8601 date") from None
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+    return to_utc(when, where, MeetingError)
 
 
 _META_KEYS = {"date": "date", "organiser": "organiser", "organizer": "organiser",
@@ -253,7 +261,7 @@ def meeting_document(meeting: Meeting, *, acl_from_participants: bool = False) -
                       date=meeting.date, kind="meeting", thread=meeting.meeting_id,
                       title=meeting.title or meeting.meeting_id, tags=tags, participants=people,
                       source="meeting", source_id=meeting.meeting_id,
-                      acl=people if acl_from_participants else [])
+                      acl=user_entries(people) if acl_from_participants else [])
 
 
 _NAME_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
@@ -267,11 +275,27 @@ def _decode(data: bytes) -> str:
         return data.decode("cp1252", errors="replace")
 
 
+def check_formats(formats: Iterable[str] | None) -> tuple[str, ...]:
+    """The formats asked for (default: vtt, srt, json), or MeetingError naming an unknown one."""
+    chosen = tuple(dict.fromkeys(formats)) if formats is not None else DEFAULT_FORMATS
+    unknown = [f for f in chosen if f not in FORMATS]
+    if unknown or not chosen:
+        raise MeetingError(f"formats: {unknown or 'none'} not among {', '.join(FORMATS)}")
+    return chosen
+
+
 def parse_meeting_file(data: bytes, path: Path, *, date: datetime | None = None,
-                       acl_from_participants: bool = False) -> tuple[list[DocumentIn], list[DeadLetter], int]:
+                       acl_from_participants: bool = False,
+                       formats: Iterable[str] = tuple(FORMATS)) -> tuple[list[DocumentIn], list[DeadLetter], int]:
     """Documents, dead letters and meetings read. A JSON list or JSONL file holds several meetings:
-    without an id field, meeting N of the file is `<stem>#N`."""
+    without an id field, meeting N of the file is `<stem>#N`. A file of a format not in `formats`
+    is a dead letter, even when named."""
     stem, suffix = path.stem, path.suffix.lower()
+    asked = tuple(formats)
+    kind = next((name for name, suffixes in FORMATS.items() if suffix in suffixes), None)
+    if kind is not None and kind not in asked:
+        reason = f"a {kind} file ({suffix}), not among the formats asked for ({', '.join(asked)})"
+        return [], [DeadLetter(CONNECTOR, str(path), reason)], 0
     try:
         named = _NAME_DATE.search(path.name)
         fallback = parse_date("-".join(named.groups()), "file name") if named else date
@@ -313,16 +337,24 @@ def parse_meeting_file(data: bytes, path: Path, *, date: datetime | None = None,
             docs.append(meeting_document(meeting, acl_from_participants=acl_from_participants))
         except (MeetingError, ValidationError) as exc:
             letters.append(DeadLetter(CONNECTOR, where, str(exc)))
+        except Exception as exc:  # a parser bug costs this meeting only
+            log.exception("meetings: cannot read %s", where)
+            letters.append(DeadLetter(CONNECTOR, where, f"cannot parse: {type(exc).__name__}: {exc}"))
     return docs, letters, len(items)
 
 
 def run_meetings(paths: Paths, sink: Sink, state: ConnectorState, *,
                  date: datetime | Date | str | None = None,
-                 acl_from_participants: bool = False) -> ConnectorReport:
-    """Meeting files, or folders searched recursively for .json/.jsonl/.vtt/.srt/.txt. `date` dates
-    the meetings whose file carries no date of its own."""
+                 acl_from_participants: bool = False,
+                 formats: Iterable[str] | None = None,
+                 guard: PathGuard | None = None) -> ConnectorReport:
+    """Meeting files, or folders searched recursively for the files of the formats asked for
+    (default vtt, srt, json; "transcript" adds .txt). `date` dates the meetings whose file carries
+    no date of its own."""
     when = parse_date(date, "date argument")
-    return run_files(CONNECTOR, paths, SUFFIXES,
-                     lambda data, path: parse_meeting_file(data, path, date=when,
+    asked = check_formats(formats)
+    suffixes = tuple(s for name in asked for s in FORMATS[name])
+    return run_files(CONNECTOR, paths, suffixes,
+                     lambda data, path: parse_meeting_file(data, path, date=when, formats=asked,
                                                            acl_from_participants=acl_from_participants),
-                     sink, state, {"date": when, "acl": acl_from_participants})
+                     sink, state, {"date": when, "acl": acl_from_participants, "formats": asked}, guard)

@@ -14,6 +14,44 @@ from datetime import datetime
 from schemas.rows import Row
 
 PUBLIC_ACL = "*"  # index token for "no access list: the whole tenant may read"
+USER, GROUP = "user:", "group:"  # how an access-list entry names its kind explicitly
+
+
+def reader_tokens_for(principal: str, groups: tuple[str, ...] | list[str] = ()) -> frozenset[str]:
+    """The access-list entries a principal with these groups may read, lower-cased.
+
+    Principals and groups are separate namespaces: an entry names a user as `user:<principal>`
+    and a group as `group:<name>`. A bare entry (what documents and connectors have always
+    written) names a user when it holds an "@" (an address) and a group otherwise. So a
+    principal called "finance" matches `user:finance` only, never the group finance, and a
+    group called "bob@x.com" matches `group:bob@x.com` only, never the user. A name that itself
+    starts with "user:" or "group:" has no bare form, so it cannot pose as the other kind.
+    """
+    principal = principal.strip().lower()
+    tokens = {USER + principal}
+    if "@" in principal and not principal.startswith((USER, GROUP)):
+        tokens.add(principal)
+    for group in groups:
+        group = group.strip().lower()
+        tokens.add(GROUP + group)
+        if "@" not in group and not group.startswith((USER, GROUP)):
+            tokens.add(group)
+    return frozenset(tokens)
+
+
+def acl_entry(entry: str) -> str:
+    """The explicit form of one access-list entry: `user:...` or `group:...` (see reader_tokens_for)."""
+    entry = entry.strip().lower()
+    if entry == PUBLIC_ACL or entry.startswith((USER, GROUP)):
+        return entry
+    return (USER if "@" in entry else GROUP) + entry
+
+
+def user_entries(names) -> list[str]:
+    """Access-list entries that name people (a meeting's attendees, a ticket's participants): a
+    name without an "@" gets an explicit `user:`, so that it is not read as a group."""
+    return [n if "@" in n or n.strip().lower().startswith((USER, GROUP)) else USER + n.strip()
+            for n in names if n.strip()]
 
 
 def acl_tokens(acl: list[str] | tuple[str, ...]) -> list[str]:
@@ -25,7 +63,8 @@ def acl_tokens(acl: list[str] | tuple[str, ...]) -> list[str]:
 @dataclass(frozen=True)
 class Scope:
     tenant: str
-    # The caller's principal and groups, lower-cased. None = unrestricted (system or admin jobs).
+    # The access-list entries the caller may read (`reader_tokens_for` of its principal and
+    # groups), lower-cased. None = unrestricted (system or admin jobs).
     readers: frozenset[str] | None = None
     as_of: datetime | None = None
     known_at: datetime | None = None

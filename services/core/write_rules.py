@@ -19,6 +19,19 @@ def _digest(*parts: str) -> str:
     return h.hexdigest()
 
 
+# The sources connectors write (email Message-IDs, meeting ids, Jira keys, GitHub issues, CSV rows).
+# A document submitted through the API may not claim one: Message-IDs are visible to every
+# recipient and Jira keys are sequential, so a writer could post a future item's source id first
+# and the genuine item, when a connector imports it, would be skipped as already known.
+CONNECTOR_SOURCES = frozenset({"email", "meeting", "jira", "github"})
+CONNECTOR_SOURCE_PREFIXES = ("csv:",)
+
+
+def is_connector_source(source: str | None) -> bool:
+    name = (source or "").strip().lower()
+    return name in CONNECTOR_SOURCES or name.startswith(CONNECTOR_SOURCE_PREFIXES)
+
+
 def content_hash(text: str) -> str:
     """Identity of a text for the 'exact repeat' rule (surrounding whitespace ignored)."""
     return _digest(text.strip())

@@ -236,7 +236,11 @@ def test_oidc_tokens_from_a_local_issuer(tmp_path, rsa_keys):
         seen = call(token(), body={"q": "budget", "after": ingest.json()["position"]}).json()
         assert {r["row_id"] for r in seen["rows"]} == {finance_row}  # groups from the token, lower-cased
         assert call(token(orgmem_role="reader"), "/v1/documents", {"documents": [{"text": "x"}]}).status_code == 403
-        assert call(token(orgmem_role=["reader", "admin"]), "/v1/admin/keys", {"principal": "p", "role": "reader"}).status_code == 201
+        admin_token = token(orgmem_role=["reader", "admin"])
+        own = {"principal": "olga", "role": "reader", "groups": ["finance"]}
+        assert call(admin_token, "/v1/admin/keys", own).status_code == 201
+        # Not for another principal: that key would read access lists naming "p", which olga cannot.
+        assert call(admin_token, "/v1/admin/keys", {"principal": "p", "role": "reader"}).status_code == 403
         elsewhere = call(token(orgmem_tenant="globex"), body={"q": "budget"}).json()
         assert elsewhere["rows"] == [] and elsewhere["matched"] == 0
         server.client.get(f"/v1/rows/{legal_row}")  # exists for the unrestricted admin...

@@ -8,14 +8,14 @@ import time
 import httpx
 import pytest
 
-from tests import processes
+from bench import server
 from tests.conftest import create_key, free_port
 
 pytestmark = pytest.mark.slow
 
 
 def start_server(data_dir, port):
-    return processes.start_server(data_dir, port, {"ORGMEM_AUTH__RATE_LIMIT": ""})  # the check reads every row
+    return server.start_server(data_dir, port, {"ORGMEM_AUTH__RATE_LIMIT": ""})  # the check reads every row
 
 
 def test_acknowledged_documents_survive_kill_9(tmp_path):

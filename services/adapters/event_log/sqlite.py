@@ -1,20 +1,28 @@
 """The embedded event log: one SQLite table, append-only, in WAL mode.
 
 Positions come from an INTEGER PRIMARY KEY, so they increase monotonically; triggers refuse
-every UPDATE and DELETE, so nothing can rewrite the record even by mistake.
+every UPDATE and DELETE, so nothing can rewrite the record even by mistake. Every driver error
+(disk I/O, a full disk, a lock past its timeout, a read-only file) is the storage failing:
+`BackendUnavailable("event log (sqlite)")`, which the API answers 503.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from schemas.events import Event, LoggedEvent, event_from_json, event_to_json
-from services.adapters.sqlite_common import decode_time, encode_time, open_with_schema
-from services.errors import BackendUnavailable, OrgmemError
+from services.adapters.sqlite_common import (
+    decode_time,
+    encode_time,
+    open_with_schema,
+    rollback_quietly,
+    translated,
+)
+
+COMPONENT = "event log (sqlite)"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -35,57 +43,55 @@ BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
 class SqliteEventLog:
     def __init__(self, path: Path):
         self.path = Path(path)
-        self._conn = open_with_schema(self.path, _SCHEMA, "event log")
+        self._conn = open_with_schema(self.path, _SCHEMA, COMPONENT)
         self._lock = threading.Lock()
 
     def append(self, events: Sequence[Event]) -> list[LoggedEvent]:
         if not events:
             return []
         bodies = [(event.tenant, event.type, event_to_json(event)) for event in events]
-        with self._lock:
+        with self._lock, translated(COMPONENT):
+            self._conn.execute("BEGIN IMMEDIATE")
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
-                try:
-                    # Transaction time never runs backwards, even if the clock does, so that
-                    # position order and appended_at order agree (known_at relies on it).
-                    last = self._conn.execute("SELECT MAX(appended_at) FROM events").fetchone()[0]
-                    now = datetime.now(UTC)
-                    if last is not None and decode_time(last) > now:
-                        now = decode_time(last)
-                    stamp = encode_time(now)
-                    positions = []
-                    for tenant, kind, body in bodies:
-                        cur = self._conn.execute(
-                            "INSERT INTO events(appended_at, tenant, type, body) VALUES (?,?,?,?)",
-                            (stamp, tenant, kind, body),
-                        )
-                        positions.append(cur.lastrowid)
-                    self._conn.execute("COMMIT")
-                except BaseException:
-                    self._conn.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as exc:
-                raise OrgmemError(f"event log append failed: {exc}") from exc
+                # Transaction time never runs backwards, even if the clock does, so that
+                # position order and appended_at order agree (known_at relies on it).
+                last = self._conn.execute("SELECT MAX(appended_at) FROM events").fetchone()[0]
+                now = datetime.now(UTC)
+                if last is not None and decode_time(last) > now:
+                    now = decode_time(last)
+                stamp = encode_time(now)
+                positions = []
+                for tenant, kind, body in bodies:
+                    cur = self._conn.execute(
+                        "INSERT INTO events(appended_at, tenant, type, body) VALUES (?,?,?,?)",
+                        (stamp, tenant, kind, body),
+                    )
+                    positions.append(cur.lastrowid)
+                self._conn.execute("COMMIT")
+            except BaseException:
+                rollback_quietly(self._conn)
+                raise
         return [
             LoggedEvent(position=pos, appended_at=now, event=event)
             for pos, event in zip(positions, events, strict=True)
         ]
 
     def read(self, after: int, limit: int) -> list[LoggedEvent]:
-        try:
+        # Under the lock: the connection is shared, and a read between an append's INSERT and its
+        # ROLLBACK (a failed COMMIT) would see events that were never acknowledged.
+        with self._lock, translated(COMPONENT):
             rows = self._conn.execute(
                 "SELECT position, appended_at, body FROM events WHERE position > ? ORDER BY position LIMIT ?",
                 (after, limit),
             ).fetchall()
-        except sqlite3.Error as exc:
-            raise BackendUnavailable("event log", str(exc)) from exc
         return [
             LoggedEvent(position=pos, appended_at=decode_time(at), event=event_from_json(body))
             for pos, at, body in rows
         ]
 
     def head(self) -> int:
-        value = self._conn.execute("SELECT MAX(position) FROM events").fetchone()[0]
+        with self._lock, translated(COMPONENT):
+            value = self._conn.execute("SELECT MAX(position) FROM events").fetchone()[0]
         return int(value or 0)
 
     def close(self) -> None:

@@ -14,10 +14,15 @@ from datetime import datetime
 from pathlib import Path
 
 from schemas.rows import Row, RowChange
-from services.adapters.sqlite_common import decode_time, encode_time, open_with_schema
+from services.adapters.sqlite_common import (
+    decode_time,
+    encode_time,
+    open_with_schema,
+    rollback_quietly,
+    translated,
+)
 from services.core.scope import Scope, acl_tokens
 from services.core.write_rules import author_scope, content_hash
-from services.errors import OrgmemError
 from services.ports import RowHead, RowMutation, SkippedDocument
 
 _SCHEMA = """
@@ -46,6 +51,9 @@ CREATE TABLE IF NOT EXISTS skipped (
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+
+# Driver errors are the storage failing: BackendUnavailable(COMPONENT), answered 503.
+COMPONENT = "row store (sqlite)"
 
 _COLUMNS = (
     "row_id, tenant, text, author, event_time, kind, thread, title, tags, participants, acl, "
@@ -110,15 +118,12 @@ def scope_sql(scope: Scope) -> tuple[str, list]:
 class SqliteRowStore:
     def __init__(self, path: Path):
         self.path = Path(path)
-        self._conn = open_with_schema(self.path, _SCHEMA, "row store")
+        self._conn = open_with_schema(self.path, _SCHEMA, COMPONENT)
         self._lock = threading.Lock()
 
     def _query(self, sql: str, args: Sequence = ()) -> list[tuple]:
-        try:
-            with self._lock:
-                return self._conn.execute(sql, args).fetchall()
-        except sqlite3.Error as exc:
-            raise OrgmemError(f"row store query failed: {exc}") from exc
+        with self._lock, translated(COMPONENT):
+            return self._conn.execute(sql, args).fetchall()
 
     def get(self, row_id: str) -> Row | None:
         found = self._query(f"SELECT {_COLUMNS} FROM rows WHERE row_id = ?", (row_id,))
@@ -210,10 +215,10 @@ class SqliteRowStore:
         return [_row_from(r) for r in records]
 
     def apply(self, mutations: Sequence[RowMutation], skipped: Sequence[SkippedDocument], position: int) -> None:
-        with self._lock:
+        with self._lock, translated(COMPONENT):
             conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.execute("BEGIN IMMEDIATE")
                 for mutation in mutations:
                     self._write(conn, mutation)
                 conn.executemany(
@@ -226,10 +231,8 @@ class SqliteRowStore:
                     (str(position),),
                 )
                 conn.execute("COMMIT")
-            except BaseException as exc:
-                conn.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.Error):
-                    raise OrgmemError(f"row store write failed: {exc}") from exc
+            except BaseException:
+                rollback_quietly(conn)
                 raise
 
     @staticmethod
@@ -268,7 +271,7 @@ class SqliteRowStore:
         return {"active": counts.get("active", 0), "archived": counts.get("archived", 0), "skipped": skipped}
 
     def reset(self) -> None:
-        with self._lock:
+        with self._lock, translated(COMPONENT):
             self._conn.executescript(
                 "BEGIN; DELETE FROM rows; DELETE FROM row_acl; DELETE FROM history; "
                 "DELETE FROM skipped; DELETE FROM meta; COMMIT;"

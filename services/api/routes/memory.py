@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from datetime import UTC, datetime
 
@@ -17,16 +18,13 @@ from schemas.api import (
     RowResponse,
     ThreadResponse,
 )
+from schemas.documents import DATE_MAX, DATE_MIN  # the window every entry point applies
 from services.api.deps import CurrentCaller, State, Writer
 from services.api.problems import ApiProblem, invalid_request
 from services.core.evidence import render_evidence
+from services.errors import NotReady
 
 router = APIRouter(tags=["memory"])
-
-# Dates outside these years are refused at the door: they are typos or attacks, and some stores
-# cannot round-trip them (3-digit years, overflow when shifting to UTC near year 1 or 9999).
-DATE_MIN = datetime(1000, 1, 1, tzinfo=UTC)
-DATE_MAX = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 def _date_problem(field: str, value: datetime | None) -> str | None:
@@ -71,10 +69,27 @@ async def ingest(body: IngestRequest, s: State, caller: Writer) -> IngestRespons
         raise ApiProblem(413, "Batch too large", f"documents: {len(body.documents)} documents exceeds the batch "
                          f"limit of {limit}", "too-large")
     check_document_dates(body)
-    result = await run_in_threadpool(s.memory.ingest, body.documents, caller)
+    result = await run_in_threadpool(s.memory.accept, body.documents, caller)
     s.metrics.documents.inc(len(body.documents))
     s.indexer.wake()
     return IngestResponse(row_ids=result.row_ids, position=result.position)
+
+
+async def wait_for_position(memory, position: int, timeout_s: float) -> None:
+    """Read-your-writes without holding a worker thread: the event loop polls the applied position
+    with short sleeps, up to the timeout. Only the check of a process that follows other indexers
+    (one read of the row store's checkpoint) borrows a thread, for a moment, now and then."""
+    loop = asyncio.get_running_loop()
+    deadline, delay = loop.time() + timeout_s, 0.005
+    while memory.applied < position:
+        if await run_in_threadpool(memory.wait_for, position, 0):
+            return
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise NotReady(f"after: position {position} not indexed within {timeout_s:g} s "
+                           f"(indexed: {memory.applied})")
+        await asyncio.sleep(min(delay, remaining))
+        delay = min(delay * 2, 0.1)
 
 
 @router.post("/v1/query", operation_id="query", response_model=QueryResponse)
@@ -88,8 +103,9 @@ async def query(body: QueryRequest, s: State, caller: CurrentCaller) -> QueryRes
                                  selector=body.selector, conjunctive=body.conjunctive, weights=body.weights)
     scope = s.memory.scope_for(caller, as_of=body.as_of, known_at=body.known_at, kinds=body.kinds,
                                authors=body.authors, threads=body.threads)
-    result = await run_in_threadpool(s.memory.query, body.q, scope, config, body.after,
-                                     limits.read_your_writes_timeout_s)
+    if body.after is not None:
+        await wait_for_position(s.memory, body.after, limits.read_your_writes_timeout_s)
+    result = await run_in_threadpool(s.memory.query, body.q, scope, config)
     rows = [sel.row for sel in result.selected]
     return QueryResponse(
         rows=[QueryHit(rank=sel.rank, row_id=sel.row.row_id, reason=sel.reason, fused_score=sel.fused_score,

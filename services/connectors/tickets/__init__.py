@@ -15,6 +15,7 @@ the file stem.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Literal
 
@@ -23,6 +24,7 @@ from pydantic import ValidationError
 from schemas.documents import DocumentIn
 from services.connectors.base import ConnectorReport, ConnectorState, DeadLetter, Sink
 from services.connectors.files import Paths, run_files
+from services.connectors.paths import PathGuard
 from services.connectors.tickets.common import CONNECTOR, ticket_documents
 from services.connectors.tickets.github import (
     comments_by_issue,
@@ -32,6 +34,8 @@ from services.connectors.tickets.github import (
 )
 from services.connectors.tickets.jira import is_jira, parse_jira_issue
 from services.errors import TicketError
+
+log = logging.getLogger(__name__)
 
 TicketFormat = Literal["auto", "jira", "github"]
 
@@ -98,15 +102,20 @@ def parse_ticket_file(data: bytes, path: Path, *, format: TicketFormat = "auto",
             docs.extend(ticket_documents(ticket, acl_from_participants=acl_from_participants))
         except (TicketError, ValidationError) as exc:
             letters.append(DeadLetter(CONNECTOR, f"{path}#{label}" if label else str(path), str(exc)))
+        except Exception as exc:  # a parser bug costs this issue only
+            log.exception("tickets: cannot read %s#%s", path, label)
+            letters.append(DeadLetter(CONNECTOR, f"{path}#{label}" if label else str(path),
+                                      f"cannot parse: {type(exc).__name__}: {exc}"))
     return docs, letters, len(items)
 
 
 def run_tickets(paths: Paths, sink: Sink, state: ConnectorState, *, format: TicketFormat = "auto",
-                repo: str | None = None, acl_from_participants: bool = False) -> ConnectorReport:
+                repo: str | None = None, acl_from_participants: bool = False,
+                guard: PathGuard | None = None) -> ConnectorReport:
     """Jira / GitHub JSON files, or folders searched recursively for .json and .jsonl."""
     if format not in ("auto", "jira", "github"):
         raise TicketError(f"format: {format!r} is not one of auto, jira, github")
     return run_files(CONNECTOR, paths, (".json", ".jsonl"),
                      lambda data, path: parse_ticket_file(data, path, format=format, repo=repo,
                                                           acl_from_participants=acl_from_participants),
-                     sink, state, {"format": format, "repo": repo, "acl": acl_from_participants})
+                     sink, state, {"format": format, "repo": repo, "acl": acl_from_participants}, guard)

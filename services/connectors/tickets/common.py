@@ -3,13 +3,14 @@ ticket becomes."""
 
 from __future__ import annotations
 
-import email.utils
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from schemas.documents import MAX_TAGS, DocumentIn
+from services.connectors.dates import parse_rfc2822, to_utc
+from services.core.scope import user_entries
 from services.errors import TicketError
 
 CONNECTOR = "tickets"
@@ -44,24 +45,27 @@ class Ticket:
 
 
 def parse_when(value: object, where: str, fmt: str | None = None) -> datetime | None:
-    """ISO 8601 (Jira's `+0000` included), RFC 2822, or `fmt` (strptime) -> UTC; naive means UTC."""
+    """ISO 8601 (Jira's `+0000` included), RFC 2822, or `fmt` (strptime) -> UTC; naive means UTC.
+    A date outside the API's window (years 1000 to 9000) or one that overflows in UTC is refused."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     text = str(value).strip()
     readers = [lambda t: datetime.strptime(t, fmt)] if fmt else []
-    readers += [datetime.fromisoformat, email.utils.parsedate_to_datetime]
+    readers += [datetime.fromisoformat, lambda t: parse_rfc2822(t, where, TicketError)]
     when = None
     for read in readers:
         try:
             when = read(text)
-        except (TypeError, ValueError):
+        except TicketError:
+            raise
+        except (TypeError, ValueError, IndexError):
             continue
         if when is not None:
             break
     if when is None:
         expected = f"{fmt!r}, ISO 8601 or RFC 2822" if fmt else "ISO 8601 or RFC 2822"
         raise TicketError(f"{where}: {text[:60]!r} is not a date ({expected})")
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+    return to_utc(when, where, TicketError)
 
 
 _ADF_BLOCKS = {"paragraph", "heading", "blockquote", "codeBlock", "rule", "panel", "tableRow", "table",
@@ -145,7 +149,7 @@ def ticket_documents(ticket: Ticket, *, acl_from_participants: bool = False) -> 
              ("Labels", ", ".join(ticket.labels))]
     status_line = " · ".join(f"{name}: {value}" for name, value in facts if value)
     common = dict(kind="ticket", thread=ticket.key, title=title, tags=tags, participants=participants,
-                  source=ticket.source, acl=participants if acl_from_participants else [])
+                  source=ticket.source, acl=user_entries(participants) if acl_from_participants else [])
     text = "\n\n".join(part for part in (title, ticket.description, status_line) if part)
     docs = [DocumentIn(text=text, author=ticket.author, date=ticket.date, source_id=ticket.key, **common)]
     for n, comment in enumerate(ticket.comments, start=1):

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from schemas.documents import DocumentIn
 from services.connectors.base import ConnectorReport, ConnectorState, DeadLetter, Sink
 from services.connectors.files import Paths, run_files
+from services.connectors.paths import PathGuard
 from services.connectors.tickets.common import (
     CONNECTOR,
     UNKNOWN,
@@ -72,6 +73,8 @@ def parse_csv(data: bytes, path: Path, mapping: CsvMapping, *,
                 docs.extend(_csv_row(first, cells, mapping, path, acl_from_participants))
             except (TicketError, ValidationError) as exc:
                 letters.append(DeadLetter(CONNECTOR, f"{path}#row-{n}", str(exc)))
+            except Exception as exc:  # a reader bug costs this row only
+                letters.append(DeadLetter(CONNECTOR, f"{path}#row-{n}", f"cannot parse: {type(exc).__name__}: {exc}"))
     except csv.Error as exc:
         letters.append(DeadLetter(CONNECTOR, f"{path}#row-{n + 1}", f"CSV syntax: {exc}; later rows not read"))
     return docs, letters, n
@@ -102,9 +105,9 @@ def _csv_row(first: dict[str, str], cells: dict[str, list[str]], mapping: CsvMap
 
 
 def run_csv(paths: Paths, mapping: CsvMapping, sink: Sink, state: ConnectorState, *,
-            acl_from_participants: bool = False) -> ConnectorReport:
+            acl_from_participants: bool = False, guard: PathGuard | None = None) -> ConnectorReport:
     """CSV files, or folders searched recursively for .csv."""
     return run_files(CONNECTOR, paths, (".csv",),
                      lambda data, path: parse_csv(data, path, mapping,
                                                   acl_from_participants=acl_from_participants),
-                     sink, state, {"mapping": asdict(mapping), "acl": acl_from_participants})
+                     sink, state, {"mapping": asdict(mapping), "acl": acl_from_participants}, guard)

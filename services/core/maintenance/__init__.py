@@ -2,6 +2,13 @@
 neighbours and a judge's decisions into log events. No I/O; the use cases in services/app/maintenance.py
 read the projections, call the judge and append what these return."""
 
+from services.core.maintenance.access import (
+    access_key,
+    require_same_access,
+    row_access,
+    same_access,
+    shared_acl,
+)
 from services.core.maintenance.consolidation import (
     Neighbours,
     combined_acl,
@@ -31,7 +38,9 @@ from services.core.maintenance.refine import (
 )
 
 __all__ = [
-    "MERGED_MAX_TOKENS", "Budget", "Candidate", "GroupLabel", "Judge", "Neighbours", "PairDecision", "RefinePlanner", "RefineReport", "clip_tokens", "combined_acl",
-    "derive_document", "group_rows", "inverse_events", "is_candidate", "is_protected", "latest_row",
-    "merge_events", "pair_key", "plan_group", "row_size_bytes",
+    "MERGED_MAX_TOKENS", "Budget", "Candidate", "GroupLabel", "Judge", "Neighbours", "PairDecision",
+    "RefinePlanner", "RefineReport", "access_key", "clip_tokens", "combined_acl", "derive_document",
+    "group_rows", "inverse_events", "is_candidate", "is_protected", "latest_row", "merge_events",
+    "pair_key", "plan_group", "require_same_access", "row_access", "row_size_bytes", "same_access",
+    "shared_acl",
 ]  # fmt: skip

@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from schemas.documents import MAX_TAGS, DocumentIn
 from schemas.events import Event, RowArchived, RowDerived, RowSuperseded
 from schemas.rows import Row
+from services.core.maintenance.access import require_same_access, row_access, shared_acl
 from services.core.maintenance.judging import MERGED_MAX_TOKENS, GroupLabel, clip_tokens
 from services.core.write_rules import derived_row_id
-from services.errors import IncompatibleAccess
 
 Neighbours = Callable[[str], list[tuple[str, float]]]
 """row id -> [(neighbour row id, cosine)], e.g. a vector-index search with the row's own vector."""
@@ -50,15 +50,20 @@ def ingest_order(row: Row) -> tuple[int, str]:
     return (row.ingest_position, row.row_id)
 
 
-def group_rows(rows: Sequence[Row], neighbours: Neighbours, tau: float = DEFAULT_TAU) -> list[list[Row]]:
+def group_rows(
+    rows: Sequence[Row], neighbours: Neighbours, tau: float = DEFAULT_TAU, *,
+    kept_apart: set[tuple[str, str]] | None = None,
+) -> list[list[Row]]:
     """Greedy groups of two or more candidate rows, each within cosine >= tau of its first row.
 
     Rows are walked in ingest order; a row not yet grouped opens a group and takes every
-    not-yet-grouped candidate neighbour of the same tenant with cosine >= tau to it. Members
-    follow the first row in ingest order, so the result does not depend on the order in which
-    `neighbours` lists them. Tenants never mix: each tenant is grouped on its own, and a
-    neighbour outside the rows handed in (another tenant, a protected or superseded row) is
-    ignored. A row with no such neighbour forms no group (nothing to judge).
+    not-yet-grouped candidate neighbour of the same tenant and the same access list (see
+    `access`) with cosine >= tau to it. Members follow the first row in ingest order, so the
+    result does not depend on the order in which `neighbours` lists them. Tenants and access
+    lists never mix: a neighbour outside the rows handed in (another tenant, a protected or
+    superseded row) is ignored, and one with another list is left for a group of its own list
+    (its pair with the first row is added to `kept_apart`, when given). A row with no such
+    neighbour forms no group (nothing to judge).
     """
     by_id = {row.row_id: row for row in rows if is_candidate(row)}
     grouped: set[str] = set()
@@ -67,13 +72,17 @@ def group_rows(rows: Sequence[Row], neighbours: Neighbours, tau: float = DEFAULT
         if first.row_id in grouped:
             continue
         grouped.add(first.row_id)
+        access = row_access(first)
         members: dict[str, Row] = {}
         for other_id, cosine in neighbours(first.row_id):
             other = by_id.get(other_id)
-            if other is None or other_id in grouped or other.tenant != first.tenant:
+            if other is None or other_id in grouped or other.tenant != first.tenant or cosine < tau:
                 continue
-            if cosine >= tau:
-                members[other_id] = other
+            if row_access(other) != access:
+                if kept_apart is not None:
+                    kept_apart.add((first.row_id, other_id) if first.row_id <= other_id else (other_id, first.row_id))
+                continue
+            members[other_id] = other
         if members:
             grouped.update(members)
             groups.append([first, *sorted(members.values(), key=ingest_order)])
@@ -99,21 +108,13 @@ def latest_row(rows: Sequence[Row]) -> Row:
 
 
 def combined_acl(rows: Sequence[Row]) -> list[str]:
-    """Access list of a row written from `rows`: only readers who could read every source.
+    """Access list of a row written from `rows`: their one shared list (`access.shared_acl`).
 
-    An empty list means the whole tenant, so it restricts nothing and drops out; the others are
-    intersected (case-insensitively, spelled as in the first row that lists them). Taking the
-    union instead would widen access: a reader of one source would see the others' text.
-    Raises IncompatibleAccess when the restricted lists share no reader, because the only
-    list left, the empty one, would open the text to everyone.
+    Rows with different lists are never merged: an intersection would take the fact from the
+    readers of the wider rows, a union would open the narrower rows' text. Raises
+    IncompatibleAccess when the lists differ.
     """
-    restricted = [row.acl for row in rows if row.acl]
-    if not restricted:
-        return []
-    common = set.intersection(*({entry.lower() for entry in acl} for acl in restricted))
-    if not common:
-        raise IncompatibleAccess(f"rows {[r.row_id for r in rows]}: access lists share no reader")
-    return [entry for entry in restricted[0] if entry.lower() in common]
+    return shared_acl(rows)
 
 
 def _unique(values: list[str]) -> list[str]:
@@ -141,7 +142,7 @@ def derive_document(rows: Sequence[Row], text: str, source: str, max_tokens: int
     text: clipped to `max_tokens` whitespace tokens; date: the earliest date in the group
     (None if no row is dated); author: every author joined with ", ", and each also as a tag
     "author:<a>"; kind, thread and title: the first row's; tags and participants: the union,
-    in row order; acl: `combined_acl`. Lists are cut to the document limits with the author
+    in row order; acl: the sources' shared list (`combined_acl`; different lists are refused). Lists are cut to the document limits with the author
     tags kept first.
     """
     first = rows[0]
@@ -166,7 +167,7 @@ def derive_document(rows: Sequence[Row], text: str, source: str, max_tokens: int
 def merge_events(
     rows: Sequence[Row], text: str, run_id: str, reason: str, source: str, max_tokens: int = MERGED_MAX_TOKENS
 ) -> list[Event]:
-    """One RowDerived from `rows`, then a RowArchived for each of them."""
+    """One RowDerived from `rows`, then a RowArchived for each of them (rows of one access list)."""
     tenant = _single_tenant(rows)
     sources = [row.row_id for row in rows]
     document = derive_document(rows, text, source, max_tokens)
@@ -193,11 +194,14 @@ def plan_group(
     conflict: every row but the latest-dated is superseded by it (all stay active);
     restatement: `merged_text` becomes one derived row and the originals are archived;
     distinct: nothing. Raises ValueError for a group of fewer than two rows, mixed tenants or
-    a restatement without text, and IncompatibleAccess when no merged row may be written.
+    a restatement without text, and IncompatibleAccess for a group of different access lists,
+    whatever its label: a supersede would point readers at a row they cannot read, a merge would
+    narrow or widen who reads the text, and the judge's reason may quote any of the rows.
     """
     if len(group) < 2:
         raise ValueError(f"group: needs two or more rows, got {len(group)}")
     tenant = _single_tenant(group)
+    require_same_access(group)
     by = f" [{judge}]" if judge else ""
     if label.label == "distinct":
         return []

@@ -4,7 +4,8 @@ Similarity only proposes pairs; the judge decides delete, merge or preserve. The
 pure: the job hands it the tenant's active rows and a neighbour function backed by the vector
 index, then loops `next_pair` -> judge -> `apply`, appending the events `apply` returns.
 It stops when the budget holds, when no unjudged pair is left (facts take precedence over the
-budget), or when the judge-call cap is reached.
+budget), or when the judge-call cap is reached. Only rows of one access list are ever paired
+(see `access`): a pair of different lists is counted, never judged.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Literal
 
 from schemas.events import Event, RowArchived, RowDerived, RowRestored, RowSuperseded
 from schemas.rows import Row
+from services.core.maintenance.access import row_access, same_access
 from services.core.maintenance.consolidation import (
     Neighbours,
     ingest_order,
@@ -90,12 +92,14 @@ class RefineReport:
     pairs_judged: int
     decisions: dict[str, int] = field(default_factory=dict)  # delete|merge|preserve|refused|failed
     stop_reason: StopReason | None = None
+    pairs_skipped_access: int = 0  # neighbour pairs never proposed: their access lists differ
 
     def as_dict(self) -> dict:
         return {
             "run_id": self.run_id, "start_bytes": self.start_bytes, "target_bytes": self.target_bytes,
             "realised_bytes": self.realised_bytes, "pairs_judged": self.pairs_judged,
             "decisions": dict(self.decisions), "stop_reason": self.stop_reason,
+            "pairs_skipped_access": self.pairs_skipped_access,
         }  # fmt: skip
 
 
@@ -106,7 +110,8 @@ def pair_key(a: str, b: str) -> tuple[str, str]:
 
 def readers_cover(keep: Row, gone: Row) -> bool:
     """Whether everyone who could read `gone` can read `keep` (an empty acl = the whole tenant).
-    Archiving `gone` in favour of `keep` must not take a fact away from any of its readers."""
+    Archiving `gone` in favour of `keep` must not take a fact away from any of its readers.
+    A guard behind the access rule: pairs of different lists are not proposed at all."""
     if not keep.acl:
         return True
     if not gone.acl:
@@ -118,8 +123,9 @@ class RefinePlanner:
     """One MemRefine run over one tenant's active rows.
 
     rows: every active row of the tenant (all count towards the size; only current,
-    unprotected rows are proposed; see consolidation.is_candidate). Superseded rows are
-    versions Mem++ keeps on purpose, and leaving them out also keeps a revert exact.
+    unprotected rows are proposed; see consolidation.is_candidate), and only in pairs of one
+    access list. Superseded rows are versions Mem++ keeps on purpose, and leaving them out
+    also keeps a revert exact.
     neighbours: row id -> [(row id, cosine)], the row's top-m from the vector index.
     preserved: pairs judged preserve by earlier runs; they are never proposed again.
     """
@@ -155,6 +161,7 @@ class RefinePlanner:
         self._judged: set[tuple[str, str]] = set(self._preserved)
         self._heap: list[tuple[float, str, str]] = []
         self._queued: set[tuple[str, str]] = set()
+        self._kept_apart: set[tuple[str, str]] = set()  # pairs of different access lists
         self._pending: Candidate | None = None
         self._next_position = max((r.ingest_position for r in active), default=0) + 1
         self.calls = 0
@@ -172,11 +179,19 @@ class RefinePlanner:
             key = pair_key(row_id, other)
             if other == row_id or key in self._queued or cosine < self.min_similarity:
                 continue
-            other_row = self._active.get(other)
-            if other_row is None or not is_candidate(other_row) or other_row.tenant != self._active[row_id].tenant:
+            row, other_row = self._active[row_id], self._active.get(other)
+            if other_row is None or not is_candidate(other_row) or other_row.tenant != row.tenant:
+                continue
+            if row_access(other_row) != row_access(row):
+                self._kept_apart.add(key)  # never judged: no judge call, no decision, no reason
                 continue
             self._queued.add(key)
             heapq.heappush(self._heap, (-float(cosine), *key))
+
+    @property
+    def pairs_skipped_access(self) -> int:
+        """Neighbour pairs not proposed because their access lists differ."""
+        return len(self._kept_apart)
 
     @property
     def preserved_pairs(self) -> frozenset[tuple[str, str]]:
@@ -229,6 +244,9 @@ class RefinePlanner:
         decision.check_pair(candidate.a, candidate.b)
         self._take(candidate)
         by = f" [{self.judge}]" if self.judge else ""
+        if not same_access([candidate.a, candidate.b]):  # not proposed by offer(); a guard
+            self.decisions["refused"] += 1
+            return []
         if decision.action == "preserve":
             self._preserved.add(candidate.key)
             self.decisions["preserve"] += 1
@@ -288,6 +306,7 @@ class RefinePlanner:
             pairs_judged=self.calls,
             decisions=dict(self.decisions),
             stop_reason=self.stop_reason,
+            pairs_skipped_access=self.pairs_skipped_access,
         )
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from services.connectors.base import ConnectorState, read_dead_letters
+from services.connectors.base import ConnectorState, RunStopped, read_dead_letters
 from services.connectors.email import html_to_text, normalise_subject, parse_email
 from services.connectors.mail_files import run_email, split_mbox
 from services.errors import EmailParseError
@@ -275,8 +275,9 @@ def test_a_failing_sink_leaves_the_files_to_the_next_run(tmp_path):
     def broken(docs):
         raise RuntimeError("log is down")
 
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RunStopped) as stopped:
         run_email([tmp_path / "mail"], broken, ConnectorState(data, "email"))
+    assert isinstance(stopped.value.__cause__, RuntimeError)
     sink = Collector()
     report = run_email([tmp_path / "mail"], sink, ConnectorState(data, "email"))
     assert report.documents == 8 and report.unchanged == 0

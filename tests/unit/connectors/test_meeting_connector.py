@@ -87,7 +87,9 @@ def test_vtt_speakers_metadata_and_text_without_timestamps(tmp_path):
     assert doc.date == datetime(2025, 3, 4, 8, 30, tzinfo=UTC)
     assert doc.author == "Dana Park"  # the organiser, not the first speaker
     assert set(doc.tags) == {"meeting:standup", "speaker:Ann Lee", "speaker:Bob Stone", "speaker:Cy"}
-    assert doc.participants == ["Dana Park", "Ann Lee", "Bob Stone", "Cy"] == doc.acl
+    assert doc.participants == ["Dana Park", "Ann Lee", "Bob Stone", "Cy"]
+    # People, named as users: a bare name without "@" would read as a group.
+    assert doc.acl == ["user:Dana Park", "user:Ann Lee", "user:Bob Stone", "user:Cy"]
 
 
 def test_vtt_with_bad_cue_timings_is_recovered_by_the_tolerant_reader(tmp_path, caplog):
@@ -152,7 +154,7 @@ def test_transcript_without_speakers_is_a_dead_letter_and_the_rest_goes_in(tmp_p
     (tmp_path / "notes.txt").write_text("just some notes\nwithout any speaker\n")
     (tmp_path / "call.txt").write_text("Ann: hello\nBob: hi\n")
     got, sink = collect()
-    report = run_meetings(tmp_path, sink, ConnectorState(tmp_path / "data", "meetings"))
+    report = run_meetings(tmp_path, sink, ConnectorState(tmp_path / "data", "meetings"), formats=["transcript"])
     assert [d.source_id for d in got] == ["call"] and got[0].author == "Ann"
     assert [(Path(x.path).name, x.reason) for x in report.dead_letters] == [
         ("notes.txt", "no 'Speaker: text' line found: not a transcript")]
@@ -216,12 +218,13 @@ def test_rerun_over_unchanged_files_hands_nothing_and_a_new_date_rereads(tmp_pat
     (folder / "meetings.jsonl").write_text(json.dumps(qmsum()) + "\n")
     (folder / "readme.md").write_text("not read")
     data = tmp_path / "data"
+    every = ["vtt", "srt", "json", "transcript"]
     got, sink = collect()
-    assert run_meetings([folder], sink, ConnectorState(data, "meetings")).documents == 4 == len(got)
+    assert run_meetings([folder], sink, ConnectorState(data, "meetings"), formats=every).documents == 4 == len(got)
     again, sink2 = collect()
-    report = run_meetings([folder], sink2, ConnectorState(data, "meetings"))
+    report = run_meetings([folder], sink2, ConnectorState(data, "meetings"), formats=every)
     assert (again, report.unchanged, report.documents) == ([], 4, 0)
-    report = run_meetings([folder], sink2, ConnectorState(data, "meetings"), date="2022-02-02")
+    report = run_meetings([folder], sink2, ConnectorState(data, "meetings"), date="2022-02-02", formats=every)
     assert report.documents == 4 and again[1].date == datetime(2022, 2, 2, tzinfo=UTC)
 
 

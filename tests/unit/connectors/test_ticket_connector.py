@@ -108,7 +108,7 @@ def test_jira_rest_issue_is_a_conversation_of_dated_documents(tmp_path):
         assert set(doc.tags) >= {"ticket:OPS-7", "status:In Progress", "priority:High", "assignee:Bo Chen",
                                  "label:auth", "label:regression", "project:OPS"}
         assert doc.participants == ["ana@example.com", "bo@example.com", "Cy Diaz"]
-        assert doc.acl == doc.participants
+        assert doc.acl == ["ana@example.com", "bo@example.com", "user:Cy Diaz"]  # people, named as users
 
 
 def test_jira_single_issue_list_and_jsonl_are_accepted(tmp_path):

@@ -192,17 +192,17 @@ def test_distinct_changes_nothing():
     assert plan_group([mk("a", 1), mk("b", 2)], GroupLabel("distinct"), None, "r") == []
 
 
-def test_acl_of_a_merged_row_never_widens():
-    open_row, eng, ops = mk("o", 1), mk("e", 2, acl=["eng", "Ops"]), mk("p", 3, acl=["ops", "sales"])
+def test_acl_of_a_merged_row_is_its_sources_shared_list_and_never_narrows_or_widens():
+    open_row, eng, eng2, ops = mk("o", 1), mk("e", 2, acl=["eng", "Ops"]), mk("f", 3, acl=["ops", "ENG"]), mk("p", 4, acl=["ops"])
     assert combined_acl([open_row, open_row]) == []
-    assert combined_acl([open_row, eng]) == ["eng", "Ops"]
-    assert combined_acl([open_row, eng, ops]) == ["Ops"]
-    with pytest.raises(IncompatibleAccess):
-        combined_acl([eng, mk("h", 4, acl=["hr"])])
-    with pytest.raises(IncompatibleAccess):
-        plan_group([eng, mk("h", 4, acl=["hr"])], GroupLabel("restatement"), "merged", "r")
-    events = plan_group([open_row, eng, ops], GroupLabel("restatement"), "merged", "r")
-    assert events[0].document.acl == ["Ops"]
+    assert combined_acl([eng, eng2]) == ["eng", "Ops"]  # one list, spelled as the first row does
+    for mixed in ([open_row, eng], [eng, ops], [eng, mk("h", 5, acl=["hr"])]):
+        with pytest.raises(IncompatibleAccess):
+            combined_acl(mixed)
+        with pytest.raises(IncompatibleAccess):
+            plan_group(mixed, GroupLabel("restatement"), "merged", "r")
+    events = plan_group([eng, eng2], GroupLabel("restatement"), "merged", "r")
+    assert events[0].document.acl == ["eng", "Ops"]
 
 
 def test_bad_groups_are_refused_with_the_problem_named():

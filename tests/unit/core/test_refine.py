@@ -142,16 +142,19 @@ def test_merge_derives_one_row_and_counts_its_size():
     assert planner2.next_pair().key == pair_key(merged.row_id, "c")
 
 
-def test_a_delete_or_merge_that_would_narrow_or_widen_access_is_refused():
-    rows = [mk("a", 1, acl=["eng"]), mk("b", 2), mk("c", 3, acl=["hr"])]
-    sims = {("a", "b"): 0.99, ("a", "c"): 0.98}
+def test_pairs_of_different_access_lists_are_never_proposed():
+    # Archiving the open row b in favour of eng-only a would take b's fact from everyone else;
+    # merging a and c would leave no reader of the merged row. Neither pair reaches a judge.
+    rows = [mk("a", 1, acl=["eng"]), mk("b", 2), mk("c", 3, acl=["hr"]), mk("d", 4, acl=["ENG"])]
+    sims = {("a", "b"): 0.99, ("a", "c"): 0.98, ("a", "d"): 0.5}
     planner = RefinePlanner(rows, table_neighbours(sims), Budget(max_bytes=0), "r")
-    # Archiving the open row b in favour of eng-only a would take b's fact from everyone else.
-    assert planner.apply(planner.next_pair(), PairDecision("delete", keep="a", archive="b")) == []
-    # No reader may see both a and c: no merged row.
-    assert planner.apply(planner.next_pair(), PairDecision("merge", merged_text="both")) == []
-    assert planner.report().decisions == {"refused": 2}
-    assert planner.active_bytes == planner.start_bytes
+    candidate = planner.next_pair()
+    assert candidate is not None and candidate.key == ("a", "d")
+    events = planner.apply(candidate, PairDecision("merge", merged_text="both"))
+    assert events[0].document.acl == ["eng"]
+    assert planner.next_pair() is None
+    report = planner.report()
+    assert (report.pairs_judged, report.pairs_skipped_access, report.decisions) == (1, 2, {"merge": 1})
 
 
 def test_decisions_must_name_the_pair_and_follow_next_pair():

@@ -53,3 +53,35 @@ def test_metadata_filters():
     r = row(kind="email", author="a", thread="T")
     assert admits(r, Scope("acme", kinds=frozenset({"email"}), authors=frozenset({"a"}), threads=frozenset({"T"})))
     assert not admits(r, Scope("acme", kinds=frozenset({"ticket"})))
+
+
+def test_principals_and_groups_are_separate_namespaces():
+    from services.core.scope import acl_entry, reader_tokens_for
+
+    def reads(acl, principal, groups=()):
+        return admits(row(acl=acl), Scope("acme", readers=reader_tokens_for(principal, groups)))
+
+    # The attack: a principal named like a group read the group's rows.
+    assert not reads(["finance"], "finance")
+    assert not reads(["group:finance"], "finance")
+    assert reads(["finance"], "olga", ["Finance"]) and reads(["Group:Finance"], "olga", ["finance"])
+    # A bare entry with an "@" names a user, without one a group; `user:` and `group:` say it outright.
+    assert reads(["Alice@X.com"], "alice@x.com") and reads(["user:alice@x.com"], "alice@x.com")
+    assert reads(["user:finance"], "finance") and not reads(["user:finance"], "olga", ["finance"])
+    assert not reads(["bob@x.com"], "olga", ["bob@x.com"]) and reads(["group:bob@x.com"], "olga", ["bob@x.com"])
+    assert not reads(["olga"], "olga")  # a principal without "@" is named `user:olga` in an access list
+    # A name that starts with a kind cannot pose as the other kind.
+    assert not reads(["user:bob"], "olga", ["user:bob"]) and not reads(["group:finance"], "group:finance")
+    assert reads([], "finance")  # public rows stay public
+    assert [acl_entry(e) for e in ("Finance", "a@x.com", "user:olga", "*")] == \
+        ["group:finance", "user:a@x.com", "user:olga", "*"]
+
+
+def test_key_callers_use_the_separate_namespaces():
+    from services.core.keys import ApiKey
+
+    key = ApiKey(key_id="0" * 12, tenant="acme", principal="finance", groups=("eng",), role="reader",
+                 unrestricted=False, name="k", created_at=t(2025, 1, 1), created_by="tests")
+    assert key.caller().readers == frozenset({"user:finance", "group:eng", "eng"})
+    assert not admits(row(acl=["finance"]), Scope("acme", readers=key.caller().readers))
+    assert admits(row(acl=["ENG"]), Scope("acme", readers=key.caller().readers))

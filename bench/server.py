@@ -1,4 +1,4 @@
-"""An `orgmem serve` subprocess on loopback, for tests and benchmarks that kill it."""
+"""An `orgmem serve` subprocess on loopback, for benchmarks and for tests that kill it."""
 
 from __future__ import annotations
 
