@@ -50,7 +50,7 @@ def cmd_demo(args) -> int:
 
     from services.api.app import create_app
     from services.app.connectors import run_connector
-    from services.bootstrap import build_memory, open_event_log
+    from services.bootstrap import build_memory, open_event_log, private_data_folder
     from services.cli.common import print_progress, settings_from
     from services.demo.synthetic_org import generate
 
@@ -59,7 +59,7 @@ def cmd_demo(args) -> int:
     if args.data is None:
         settings.data_dir = Path("demo-data")
     settings.port = args.port
-    data = Path(settings.data_dir)
+    data = private_data_folder(Path(settings.data_dir))  # before the organization is written into it
     org = generate(data / "source", seed=args.seed)
     print(f"synthetic organization: {org.counts}", file=sys.stderr)
     event_log = open_event_log(settings)

@@ -84,10 +84,13 @@ class PathGuard:
                     st = place.stat()
                     found.add((st.st_dev, st.st_ino))
                     continue
+                # What lies under a root is what the run may read, not what it protects.
                 for folder, dirs, files in os.walk(place):
-                    dirs[:] = [d for d in dirs if not any(r == real(Path(folder) / d) for r in self.roots)]
+                    dirs[:] = [d for d in dirs if not self._under_a_root(Path(folder) / d)]
                     for name in files:
                         budget -= 1
+                        if self._under_a_root(Path(folder) / name):
+                            continue
                         try:
                             st = os.lstat(os.path.join(folder, name))
                         except OSError:
@@ -98,6 +101,10 @@ class PathGuard:
                         break
             self._inodes = frozenset(found)
         return self._inodes
+
+    def _under_a_root(self, path: Path) -> bool:
+        where = real(path)
+        return any(where.is_relative_to(r) for r in self.roots)
 
     # --- reading --------------------------------------------------------------------------------
     def open(self, path: str | Path) -> BinaryIO:

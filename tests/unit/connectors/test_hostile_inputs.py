@@ -139,6 +139,23 @@ def test_a_hard_link_to_the_key_file_is_refused_by_its_inode(tmp_path):
         ("keys.eml", "outside the connector roots (orgmem's own data folder)")]
 
 
+def test_files_named_inside_the_data_folder_are_read_and_a_hard_link_beside_them_is_not(tmp_path):
+    """`orgmem demo` writes its organization into <data>/source and names the mbox itself: the
+    named file is the root, so it is read; a hard link to the key file next to it is still refused."""
+    data = tmp_path / "data"
+    keys = keys_file(data)
+    source = data / "source"
+    source.mkdir()
+    (source / "org.mbox").write_bytes(b"From a@x Tue Nov 14 08:22:00 2000\n" + mail("one@x") + b"\n")
+    os.link(keys, source / "keys.eml")
+    sink = Collector()
+    report = run_email([source / "org.mbox"], sink, ConnectorState(data, "email"),
+                       guard=PathGuard.around([source / "org.mbox"], [data]))
+    assert [d.source_id for d in sink.docs] == ["one@x"] and report.dead_letters == []
+    with pytest.raises(Exception, match="own data folder"):
+        PathGuard.around([source], [data]).read_bytes(source / "keys.eml")
+
+
 def test_roots_are_per_tenant_and_a_link_named_in_the_request_is_judged_by_its_target(tmp_path):
     data = tmp_path / "data"
     settings = Settings(data_dir=data, connector_tenant_roots={"acme": [tmp_path / "acme-inbox"]})
