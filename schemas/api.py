@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.documents import DocumentIn
+from schemas.documents import DocumentIn, Name, Value
 from schemas.rows import Row, RowChange
 
 
@@ -37,9 +37,10 @@ class QueryRequest(BaseModel):
     conjunctive: bool | None = None
     preset: str | None = None
     weights: dict[Literal["lex", "tag", "vec"], float] | None = None
-    kinds: list[str] | None = None
-    authors: list[str] | None = None
-    threads: list[str] | None = None
+    # Each value as long as the field it filters may be (a 9 KB filter value is refused).
+    kinds: list[Value] | None = None
+    authors: list[Name] | None = None
+    threads: list[Value] | None = None
     after: int | None = Field(default=None, ge=0, description="Wait until the log position is indexed.")
     show_supersession: bool = False
 

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 DocumentKind = Literal["email", "ticket", "meeting", "doc", "chat"]
 
+# One document's text: a longer one is refused (connectors make it a dead letter naming the cap).
 MAX_TEXT_CHARS = 1_000_000
 MAX_TAGS = 200
+# The author and each participant: a name or an address.
+MAX_NAME_CHARS = 512
+# Each tag and access-list entry: a name with a prefix ("author:<name>", "user:<name>").
+MAX_VALUE_CHARS = 1024
+Name = Annotated[str, StringConstraints(max_length=MAX_NAME_CHARS)]
+Value = Annotated[str, StringConstraints(max_length=MAX_VALUE_CHARS)]
 # The dates orgmem accepts, from the API and from every connector. Dates outside these years are
 # typos or attacks, and some stores cannot round-trip them (3-digit years, overflow when shifting
 # to UTC near year 1 or 9999).
@@ -24,16 +31,16 @@ class DocumentIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     text: str = Field(max_length=MAX_TEXT_CHARS, description="The whole document; stored as is.")
-    author: str = Field(default="", max_length=512)
+    author: str = Field(default="", max_length=MAX_NAME_CHARS)
     date: datetime | None = Field(default=None, description="Event time; undated documents fail every as-of bound.")
     kind: DocumentKind = "doc"
     thread: str | None = Field(default=None, max_length=1024)
     title: str | None = Field(default=None, max_length=4096)
-    tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS)
-    participants: list[str] = Field(default_factory=list, max_length=MAX_TAGS)
+    tags: list[Value] = Field(default_factory=list, max_length=MAX_TAGS)
+    participants: list[Name] = Field(default_factory=list, max_length=MAX_TAGS)
     source: str | None = Field(default=None, max_length=256, description="Connector or system the document came from.")
     source_id: str | None = Field(default=None, max_length=1024, description="Stable id within the source; re-ingesting it adds nothing.")
-    acl: list[str] = Field(default_factory=list, max_length=MAX_TAGS, description="Principals and groups who may read it; empty = the whole tenant.")
+    acl: list[Value] = Field(default_factory=list, max_length=MAX_TAGS, description="Principals and groups who may read it; empty = the whole tenant.")
 
     @field_validator("date")
     @classmethod

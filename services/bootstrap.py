@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from services.app.disk import DiskGuard, GuardedEventLog
 from services.app.indexer import IndexerThread, LogFeed
 from services.app.maintenance import MaintenanceService
 from services.app.memory import Memory
@@ -171,7 +172,15 @@ def open_event_log(settings: Settings) -> EventLog:
         return KafkaEventLog.from_settings(settings.cluster)
     from services.adapters.event_log.sqlite import SqliteEventLog
 
-    return SqliteEventLog(private_data_folder(Path(settings.data_dir)) / "log.sqlite")
+    folder = private_data_folder(Path(settings.data_dir))
+    return GuardedEventLog(SqliteEventLog(folder / "log.sqlite"), disk_guard_for(settings))
+
+
+def disk_guard_for(settings: Settings) -> DiskGuard | None:
+    """The free-space floor of the data folder (embedded profile; the cluster's stores are remote)."""
+    if settings.profile == "cluster":
+        return None
+    return DiskGuard(Path(settings.data_dir), settings.limits.min_free_bytes)
 
 
 def assemble_memory(settings: Settings, event_log: EventLog, rows: RowStore, lexical: LexicalIndex,
@@ -315,6 +324,7 @@ class ServerParts:
     keys: KeyStore | None  # when auth is on
     maintenance: MaintenanceService
     runner: TaskRunner
+    disk: DiskGuard | None = None  # the data folder's free-space floor (embedded profile)
 
     def close(self) -> None:
         self.runner.close()
@@ -330,9 +340,10 @@ def key_store_for(settings: Settings) -> KeyStore:
 
 
 def server_parts(settings: Settings, memory: Memory) -> ServerParts:
-    indexer = IndexerThread(memory.projection, settings.indexer_poll_s)
+    disk = disk_guard_for(settings)
+    indexer = IndexerThread(memory.projection, settings.indexer_poll_s, disk=disk)
     # Where jobs run on Celery workers, those workers own the runs, not this process.
     runs_here = _runner_kind(settings) == "in-process"
     maintenance = maintenance_for(settings, memory, indexer, owns_runs=runs_here)
     keys = key_store_for(settings) if settings.auth.enabled else None
-    return ServerParts(indexer, keys, maintenance, task_runner_for(settings, maintenance))
+    return ServerParts(indexer, keys, maintenance, task_runner_for(settings, maintenance), disk)

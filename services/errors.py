@@ -33,6 +33,16 @@ class BackendUnavailable(OrgmemError):
         self.component = component
 
 
+class StorageFull(BackendUnavailable):
+    """The data folder's file system has less free space than the floor (`limits.min_free_bytes`):
+    writes are refused before they are made, so that a full disk never reaches the indexes."""
+
+    def __init__(self, folder, free_bytes: int, floor_bytes: int):
+        super().__init__("storage", f"data folder {folder} has {free_bytes} bytes free, under the floor of "
+                                    f"{floor_bytes} bytes (limits.min_free_bytes); free space to resume writes")
+        self.folder, self.free_bytes, self.floor_bytes = str(folder), free_bytes, floor_bytes
+
+
 # --- named cases of Invalid (its HTTP status applies) ---
 
 

@@ -61,6 +61,9 @@ class LimitSettings(BaseModel):
     max_header_bytes: int = 16 * 1024
     # Open connections and requests in flight, all callers together, before the server answers 503.
     max_connections: int = 1000
+    # Free space the data folder's file system must keep: under it, writes answer 507 and the
+    # indexer pauses (a full disk would kill the process inside Qdrant Edge's mmap). 0 = off.
+    min_free_bytes: int = Field(default=256 * 1024 * 1024, ge=0)
 
 
 class AuthSettings(BaseModel):

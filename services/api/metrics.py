@@ -18,3 +18,8 @@ class Metrics:
         self.applied = Gauge("orgmem_indexer_applied_position", "Last position applied to the projections", registry=self.registry)
         self.indexer_errors = Gauge("orgmem_indexer_errors", "Indexer batches that failed and were retried", registry=self.registry)
         self.rows = Gauge("orgmem_rows", "Rows by state", ["state"], registry=self.registry)
+        self.indexer_paused = Gauge("orgmem_indexer_paused", "1 while the indexer waits for free space", registry=self.registry)
+        self.free_bytes = Gauge("orgmem_storage_free_bytes", "Bytes free on the data folder's file system",
+                                registry=self.registry)
+        self.min_free_bytes = Gauge("orgmem_storage_min_free_bytes", "Free-space floor under which writes are refused",
+                                    registry=self.registry)

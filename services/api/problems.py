@@ -24,6 +24,7 @@ from services.errors import (
     NotReady,
     OrgmemError,
     RunConflict,
+    StorageFull,
 )
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,9 @@ ERRORS: dict[type[Exception], Rule | Callable[[Exception], Rule]] = {
     RunConflict: Rule(409, "Run cannot be reverted", "conflict", extra=_path_run_id),
     Conflict: Rule(409, "Conflict", "conflict"),
     NotReady: Rule(503, "Not indexed yet", "not-indexed", {"Retry-After": "1"}, extra=lambda *_: {"retry_after_s": 1}),
+    StorageFull: Rule(507, "Insufficient storage", "insufficient-storage", {"Retry-After": "30"},
+                      extra=lambda exc, _: {"component": exc.component, "data_dir": exc.folder,
+                                            "free_bytes": exc.free_bytes, "min_free_bytes": exc.floor_bytes}),
     BackendUnavailable: Rule(503, "Dependency unavailable", "dependency-unavailable",
                              extra=lambda exc, _: {"component": exc.component}),
     Invalid: BAD_REQUEST,

@@ -131,7 +131,7 @@ def run_connector(
     paths = [Path(p) for p in inputs]
     guard = guard or PathGuard.around(paths, [data_dir])
     sink, counter = log_sink(event_log, caller, known or KnownSources(event_log, caller.tenant))
-    state = ConnectorState(data_dir, f"{caller.tenant}.{kind}")
+    state = ConnectorState(data_dir, f"{caller.tenant}.{kind}", tenant=caller.tenant)
     try:
         report = _dispatch(kind, paths, sink, state, guard, options)
     except RunStopped as stopped:  # anything else was refused before the run started (bad arguments)

@@ -18,18 +18,25 @@ from collections.abc import Callable
 from pathlib import Path
 
 from schemas.events import LoggedEvent
-from services.errors import OrgmemError
+from services.app.disk import is_disk_full
+from services.errors import OrgmemError, StorageFull
 from services.ports import BatchStats, EventFeed, EventLog, Projection
 
 log = logging.getLogger(__name__)
 
 
 class IndexerThread(threading.Thread):
-    def __init__(self, projector: Projection, poll_s: float = 0.2):
+    """Follows the log in the process that owns the projections. With a disk guard, no batch
+    starts while the data folder is under its free-space floor: the thread pauses (`paused`),
+    keeps polling the guard, and resumes by itself once space is back. A batch that fails (a
+    disk error included) leaves the checkpoint where it was and is retried."""
+
+    def __init__(self, projector: Projection, poll_s: float = 0.2, disk=None, retry_s: float = 1.0):
         super().__init__(name="orgmem-indexer", daemon=True)
-        self.projector, self.poll_s = projector, poll_s
+        self.projector, self.poll_s, self.disk, self.retry_s = projector, poll_s, disk, retry_s
         self._stop_event, self._wake = threading.Event(), threading.Event()
         self.errors = 0
+        self.paused = False
 
     def wake(self) -> None:
         """Called after an append, so new documents are projected without waiting for a poll."""
@@ -39,18 +46,43 @@ class IndexerThread(threading.Thread):
         self._stop_event.set()
         self._wake.set()
 
+    def _between_batches(self, *_) -> None:
+        # Called by the projector after each batch: stop a long catch-up before the next batch
+        # when the last one brought the disk under the floor.
+        if self.disk is not None:
+            self.disk.check()
+
+    def _pause(self, exc: Exception | None) -> None:
+        if not self.paused:
+            log.warning("indexer paused: %s", exc or "data folder under its free-space floor")
+        self.paused = True
+
     def run(self) -> None:
         while not self._stop_event.is_set():
             try:
-                stats = self.projector.catch_up()
+                if self.disk is not None and self.disk.low():
+                    self._pause(None)
+                    self._stop_event.wait(self.retry_s)
+                    continue
+                if self.paused:
+                    log.warning("indexer resumed: free space is above the floor again")
+                    self.paused = False
+                stats = self.projector.catch_up(progress=self._between_batches)
                 if stats.events:
                     log.info("indexed %d events (%d rows, %d skipped) up to position %d in %.2f s",
                              stats.events, stats.rows_added, stats.skipped, self.projector.applied, stats.seconds)
-            except Exception:
+            except StorageFull as exc:
+                self._pause(exc)  # the batches before were applied; the rest waits for space
+                self._stop_event.wait(self.retry_s)
+                continue
+            except Exception as exc:
                 # Keep following the log: the checkpoint did not move, so the batch is retried.
                 self.errors += 1
-                log.exception("indexer batch failed; retrying")
-                self._stop_event.wait(1.0)
+                if is_disk_full(exc):  # a write hit a full disk above the floor: wait, quietly
+                    self._pause(exc)
+                else:
+                    log.exception("indexer batch failed; retrying")
+                self._stop_event.wait(self.retry_s)
             self._wake.wait(self.poll_s)
             self._wake.clear()
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from schemas.documents import DocumentIn
+from schemas.documents import MAX_TEXT_CHARS, DocumentIn
 from services.errors import OrgmemError
 from services.settings import Settings
 
@@ -37,11 +37,24 @@ def print_progress(position, stats) -> None:
           f"({stats.events / max(stats.seconds, 1e-9):.0f} events/s)", file=sys.stderr)
 
 
+# One JSONL line: a document at the text limit, with room for JSON escapes; a longer line is an
+# error, read past in pieces rather than held.
+MAX_LINE_CHARS = 8 * MAX_TEXT_CHARS
+
+
 def read_jsonl(path: Path) -> tuple[list[DocumentIn], list[str]]:
-    """Valid documents, and one message per bad line naming its line number and the problem."""
+    """Valid documents, and one message per bad line naming its line number and the problem. The
+    file is read line by line, and a line over MAX_LINE_CHARS is refused without being held."""
     documents, errors = [], []
     with open(path, encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, start=1):
+        number = 0
+        while line := handle.readline(MAX_LINE_CHARS + 1):
+            number += 1
+            if len(line) > MAX_LINE_CHARS and not line.endswith("\n"):
+                while (rest := handle.readline(MAX_LINE_CHARS)) and not rest.endswith("\n"):
+                    pass
+                errors.append(f"{path}:{number}: line: over {MAX_LINE_CHARS} characters, not read")
+                continue
             if not line.strip():
                 continue
             try:

@@ -76,10 +76,12 @@ def cmd_meetings(args) -> int:
 
 def cmd_dead_letters(args) -> int:
     from services.cli.common import settings_from
-    from services.connectors.base import read_dead_letters
+    from services.connectors.base import dead_letter_records
 
-    for letter in read_dead_letters(Path(settings_from(args).data_dir)):
-        print(f"{letter.at}  {letter.connector}  {letter.path}: {letter.reason}")
+    # With --tenant, that tenant's only; without, the operator's view: every tenant's, named.
+    for tenant, letter in dead_letter_records(Path(settings_from(args).data_dir), args.tenant):
+        owner = "" if args.tenant else f"{tenant or '(legacy, no tenant)'}  "
+        print(f"{letter.at}  {owner}{letter.connector}  {letter.path}: {letter.reason}")
     return 0
 
 
@@ -118,4 +120,5 @@ def register(command, sub) -> None:
                    help="formats to read, repeatable (default vtt, srt, json; 'transcript' reads .txt)")
     p = kinds.add_parser("dead-letters", help="inputs that could not be parsed, with the reason")
     p.add_argument("--data", default=None)
+    p.add_argument("--tenant", default=None, help="only this tenant's (default: every tenant's, named)")
     p.set_defaults(handler=cmd_dead_letters)

@@ -73,15 +73,18 @@ class ConnectorState:
     """A connector's cursor: a JSON object kept in the data folder, written atomically.
 
     File-based connectors keep a fingerprint per input file; IMAP keeps UIDVALIDITY and the last
-    UID per mailbox. Dead letters go to one JSONL file per data folder, for `orgmem connect
-    dead-letters` to show.
+    UID per mailbox. Dead letters (their reasons may quote a document) go to the tenant's own JSONL
+    file, `connectors/dead_letters/<tenant>.jsonl`, for `orgmem connect dead-letters` to show; a
+    state made without a tenant (library use) writes the shared legacy file, which only an
+    unrestricted reader sees.
     """
 
-    def __init__(self, data_dir: Path, connector: str):
+    def __init__(self, data_dir: Path, connector: str, tenant: str | None = None):
         self.root = Path(data_dir) / "connectors"
         self.root.mkdir(parents=True, exist_ok=True)
         self.path = self.root / f"{_file_name(connector)}.cursor.json"
-        self.connector = connector
+        self.connector, self.tenant = connector, tenant
+        self.dead_letters_path = dead_letters_file(data_dir, tenant)
         self.values: dict = json.loads(self.path.read_text()) if self.path.exists() else {}
 
     def save(self) -> None:
@@ -95,9 +98,13 @@ class ConnectorState:
     def record_dead_letters(self, letters: Sequence[DeadLetter]) -> None:
         if not letters:
             return
-        with open(self.root / "dead_letters.jsonl", "a", encoding="utf-8") as handle:
+        self.dead_letters_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Each line names its tenant too: a reader filters on it, whatever file it finds it in.
+        tag = {} if self.tenant is None else {"tenant": self.tenant}
+        fd = os.open(self.dead_letters_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as handle:
             for letter in letters:
-                handle.write(json.dumps(asdict(letter)) + "\n")
+                handle.write(json.dumps(asdict(letter) | tag) + "\n")
 
 
 def _file_name(name: str) -> str:
@@ -107,8 +114,47 @@ def _file_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:100].lstrip(".") + "-" + hashlib.sha256(name.encode()).hexdigest()[:16]
 
 
-def read_dead_letters(data_dir: Path) -> list[DeadLetter]:
-    path = Path(data_dir) / "connectors" / "dead_letters.jsonl"
-    if not path.exists():
-        return []
-    return [DeadLetter(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+LEGACY_DEAD_LETTERS = "dead_letters.jsonl"  # <data>/connectors/: every tenant's, before they were apart
+
+
+def dead_letters_file(data_dir: Path, tenant: str | None) -> Path:
+    """Where a tenant's dead letters go (the shared legacy file for none)."""
+    root = Path(data_dir) / "connectors"
+    return root / LEGACY_DEAD_LETTERS if tenant is None else root / "dead_letters" / f"{_file_name(tenant)}.jsonl"
+
+
+def _lines(path: Path) -> Iterator[dict]:
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                yield json.loads(line)
+
+
+_LETTER_FIELDS = frozenset(DeadLetter.__dataclass_fields__)
+
+
+def dead_letter_records(data_dir: Path, tenant: str | None = None) -> list[tuple[str | None, DeadLetter]]:
+    """(tenant, letter) of the dead letters one reader may see, oldest first.
+
+    With `tenant`: the lines of that tenant's file and the lines of the legacy shared file that
+    name that tenant. A legacy line that names no tenant (written before tenants were apart) is
+    nobody's for sure (its path and reason may be another tenant's document), so only an
+    unrestricted reader (`tenant=None`, the operator's CLI) sees it, with every tenant's file."""
+    root = Path(data_dir) / "connectors"
+    files = [root / LEGACY_DEAD_LETTERS]
+    if tenant is not None:
+        files.append(dead_letters_file(data_dir, tenant))
+    elif (root / "dead_letters").is_dir():
+        files += sorted((root / "dead_letters").glob("*.jsonl"))
+    found = []
+    for path in files:
+        for record in _lines(path):
+            owner = record.get("tenant")
+            if tenant is None or owner == tenant:
+                found.append((owner, DeadLetter(**{k: v for k, v in record.items() if k in _LETTER_FIELDS})))
+    return sorted(found, key=lambda pair: pair[1].at)
+
+
+def read_dead_letters(data_dir: Path, tenant: str | None = None) -> list[DeadLetter]:
+    """The dead letters of `tenant` (every one for None); see `dead_letter_records`."""
+    return [letter for _, letter in dead_letter_records(data_dir, tenant)]

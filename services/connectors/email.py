@@ -26,7 +26,13 @@ from pathlib import Path
 from bs4 import BeautifulSoup
 from pydantic import ValidationError
 
-from schemas.documents import MAX_TAGS, MAX_TEXT_CHARS, DocumentIn
+from schemas.documents import (
+    MAX_NAME_CHARS,
+    MAX_TAGS,
+    MAX_TEXT_CHARS,
+    MAX_VALUE_CHARS,
+    DocumentIn,
+)
 from services.connectors.base import ConnectorReport, DeadLetter
 from services.connectors.dates import parse_rfc2822
 from services.errors import EmailParseError
@@ -267,7 +273,10 @@ def parse_email(raw: bytes, *, acl_from_participants: bool = False) -> ParsedEma
     if acl_from_participants:
         # The sender and blind-copied readers hold the message too, so they keep access.
         acl = list(dict.fromkeys(([author] if "@" in author else []) + participants + [a for _, a in bcc]))
-    for name, values in (("participants", participants), ("acl", acl)):
+    for name, values, limit in (("participants", participants, MAX_NAME_CHARS), ("acl", acl, MAX_VALUE_CHARS)):
+        if long := [v for v in values if len(v) > limit]:
+            warnings.append(f"{name}: {len(long)} addresses over {limit} characters left out")
+            values[:] = [v for v in values if len(v) <= limit]
         if len(values) > MAX_TAGS:
             warnings.append(f"{name}: {len(values)} addresses, kept the first {MAX_TAGS}")
             values[MAX_TAGS:] = []
@@ -292,10 +301,12 @@ def parse_email(raw: bytes, *, acl_from_participants: bool = False) -> ParsedEma
     if body.binaries:
         text += "\n\n" + "\n".join(f"[attachment: {name}]" for name in body.binaries)
 
+    if len(text.strip()) > MAX_TEXT_CHARS:
+        raise EmailParseError(f"text: over {MAX_TEXT_CHARS} characters ({len(text.strip())}), not ingested")
     tags = ([f"subject:{topic.lower()[:200]}"] if topic else []) + [f"label:{x}" for x in labels]
     try:
         document = DocumentIn(
-            text=text.strip(), author=author[:512], date=date, kind="email", thread=thread,
+            text=text.strip(), author=author[:MAX_NAME_CHARS], date=date, kind="email", thread=thread,
             title=subject or None, tags=tags[:MAX_TAGS], participants=participants, source=SOURCE,
             source_id=source_id, acl=acl,
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -23,6 +24,9 @@ from services.connectors.paths import PathGuard, PathRefused, Refused
 log = logging.getLogger(__name__)
 
 BATCH = 500
+# One structured file (a ticket export, a transcript) is parsed whole, so it is capped; a larger
+# one is a dead letter naming the limit, never read into memory.
+MAX_FILE_BYTES = 64 * 1024 * 1024
 Paths = str | Path | Iterable[str | Path]  # one file or folder, or several
 
 
@@ -77,7 +81,12 @@ def run_files(connector: str, paths: Paths, suffixes: tuple[str, ...],
 def _one_file(connector, path, parse, sink, guard, seen, opts, report) -> list[DeadLetter] | None:
     """Read, parse and hand on one file; its dead letters, or None when the cursor says it is done."""
     try:
-        data = guard.read_bytes(path)
+        with guard.open(path) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            data = handle.read(MAX_FILE_BYTES + 1) if size <= MAX_FILE_BYTES else b""
+        if size > MAX_FILE_BYTES or len(data) > MAX_FILE_BYTES:
+            return [DeadLetter(connector, str(path), f"file: over {MAX_FILE_BYTES} bytes "
+                                                     f"({max(size, len(data))} bytes), not read")]
     except PathRefused as exc:
         return [DeadLetter(connector, str(path), exc.reason)]
     except OSError as exc:

@@ -6,7 +6,9 @@ since the last run is skipped; a message that cannot be read becomes a dead lett
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
+import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -14,6 +16,7 @@ from email import policy
 from email.errors import CloseBoundaryNotFoundDefect
 from email.parser import BytesParser
 from pathlib import Path
+from typing import BinaryIO
 
 from schemas.documents import DocumentIn
 from services.connectors.base import ConnectorState, DeadLetter, Sink, reporting
@@ -26,6 +29,14 @@ _PARSER = BytesParser(policy=policy.compat32)
 # A file is a single message when its first line is a header and a well-known header follows.
 _HEADER_LINE = re.compile(rb"^[\x21-\x39\x3b-\x7e]+:")
 _KNOWN_HEADERS = re.compile(rb"^(from|to|date|subject|message-id|received|return-path):", re.I | re.M)
+_FROM_ESCAPE = re.compile(rb"^>(>*From )")
+# One message: an .eml or maildir file, or one message of an mbox (an mbox itself has no limit: it
+# is read message by message). A larger one is a dead letter naming the limit.
+MAX_MESSAGE_BYTES = 50 * 1024 * 1024
+# Text held for the sink before a batch is handed on, whatever the batch size says.
+BATCH_CHARS = 16_000_000
+_LINE_PIECE = 1 << 16  # bytes of one line read at a time
+_HASH_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -35,8 +46,8 @@ class MboxSplit:
     tail_problem: str | None = None
 
 
-def _tail_problem(raw: bytes, data: bytes) -> str | None:
-    if not data.endswith(b"\n"):
+def _tail_problem(raw: bytes, ends_in_newline: bool) -> str | None:
+    if not ends_in_newline:
         return "file ends in the middle of a line"
     if b"\n\n" not in raw.replace(b"\r\n", b"\n"):
         return "headers cut off (no blank line before the body)"
@@ -47,20 +58,52 @@ def _tail_problem(raw: bytes, data: bytes) -> str | None:
     return None
 
 
+def iter_mbox(handle: BinaryIO, max_message: int = MAX_MESSAGE_BYTES) -> Iterator[tuple[bytes, str | None]]:
+    """The messages of an mbox read from `handle` one at a time, never the whole file: (bytes, None)
+    for a message (From_ line removed, >From unescaped); (b"", reason) for one over `max_message`
+    bytes, which is skipped without being held; (bytes, reason) for a cut-off last message."""
+    parts: list[bytes] | None = None  # None before the first From_ line
+    size, in_from_line, at_start = 0, False, True
+
+    def finished(last: bool) -> tuple[bytes, str | None]:
+        if size > max_message:
+            return b"", f"message: over {max_message} bytes ({size} bytes), not read"
+        raw = b"".join(parts)
+        problem = _tail_problem(raw, at_start) if last else None
+        return raw, f"mbox: last message truncated ({problem})" if problem else None
+
+    while line := handle.readline(_LINE_PIECE):  # a line longer than that comes in pieces
+        starts, at_start = at_start, line.endswith(b"\n")
+        if starts and line.startswith(b"From "):
+            if parts is not None:
+                yield finished(False)
+            parts, size, in_from_line = [], 0, not at_start
+            continue
+        if in_from_line:  # the rest of a long From_ line
+            in_from_line = not at_start
+            continue
+        if parts is None:
+            continue  # before the first message
+        if starts and line.startswith(b">"):
+            line = _FROM_ESCAPE.sub(rb"\1", line)
+        size += len(line)
+        if size > max_message:
+            parts.clear()  # counted, no longer held
+        else:
+            parts.append(line)
+    if parts is not None:
+        yield finished(True)
+
+
 def split_mbox(data: bytes) -> MboxSplit:
-    """Split an mbox file; the last message is checked for truncation."""
-    starts = [m.start() for m in re.finditer(rb"^From ", data, re.M)]
-    messages = []
-    for begin, end in zip(starts, starts[1:] + [len(data)], strict=True):
-        chunk = data[begin:end]
-        chunk = chunk[chunk.find(b"\n") + 1:] if b"\n" in chunk else b""
-        chunk = re.sub(rb"^>(>*From )", rb"\1", chunk, flags=re.M)
-        messages.append(chunk)
-    if messages:
-        problem = _tail_problem(messages[-1], data)
-        if problem:
-            return MboxSplit(messages[:-1], messages[-1], problem)
-    return MboxSplit(messages)
+    """Split an mbox held in memory; the last message is checked for truncation."""
+    messages, tail, problem = [], None, None
+    for raw, why in iter_mbox(io.BytesIO(data), max_message=len(data) + 1):
+        if why:
+            tail, problem = raw, why.removeprefix("mbox: last message truncated (").removesuffix(")")
+        else:
+            messages.append(raw)
+    return MboxSplit(messages, tail, problem)
 
 
 def _is_maildir(path: Path) -> bool:
@@ -131,16 +174,26 @@ def _inputs(path: Path, explicit: bool, guard: PathGuard, folders: set[Path]) ->
             yield from _inputs(child, False, guard, folders)
 
 
-def _items(path: Path, kind: str, data: bytes) -> Iterator[tuple[str, bytes | str]]:
-    """(label, raw message) or (label, dead-letter reason) for each message in one file."""
-    if kind != "mbox":
-        yield str(path), data
+def _digest(handle: BinaryIO) -> str:
+    sha = hashlib.sha256()
+    while chunk := handle.read(_HASH_CHUNK):
+        sha.update(chunk)
+    return sha.hexdigest()
+
+
+def _items(path: Path, kind: str, handle: BinaryIO) -> Iterator[tuple[str, bytes | str]]:
+    """(label, raw message) or (label, dead-letter reason) for each message in one open file, read
+    one message at a time."""
+    if kind == "mbox":
+        for number, (raw, why) in enumerate(iter_mbox(handle, MAX_MESSAGE_BYTES), start=1):
+            yield f"{path}#{number}", why or raw
         return
-    split = split_mbox(data)
-    for number, raw in enumerate(split.messages, start=1):
-        yield f"{path}#{number}", raw
-    if split.broken_tail is not None:
-        yield f"{path}#{len(split.messages) + 1}", f"mbox: last message truncated ({split.tail_problem})"
+    size = os.fstat(handle.fileno()).st_size
+    data = handle.read(MAX_MESSAGE_BYTES + 1) if size <= MAX_MESSAGE_BYTES else b""
+    if size > MAX_MESSAGE_BYTES or len(data) > MAX_MESSAGE_BYTES:
+        yield str(path), f"message: file over {MAX_MESSAGE_BYTES} bytes ({max(size, len(data))} bytes), not read"
+    else:
+        yield str(path), data
 
 
 def run_email(
@@ -162,6 +215,7 @@ def run_email(
     prints: dict[str, str] = {}
     letters: list[DeadLetter] = []
     seen: set[str] = set()
+    held = [0]  # characters of text in `docs`
 
     def flush() -> None:
         # Fingerprints are saved only after the sink has made the documents durable.
@@ -169,6 +223,7 @@ def run_email(
             sink(list(docs))
             report.documents += len(docs)
             docs.clear()
+        held[0] = 0
         done.update(prints)
         prints.clear()
         state.record_dead_letters(letters)
@@ -194,31 +249,42 @@ def run_email(
                     continue
                 seen.add(key)
                 try:
-                    data = guard.read_bytes(file)
+                    handle = guard.open(file)
                 except PathRefused as exc:
                     letters.append(DeadLetter(CONNECTOR, str(file), exc.reason))
                     continue
                 except OSError as exc:
                     letters.append(DeadLetter(CONNECTOR, str(file), f"file: unreadable ({exc.strerror})"))
                     continue
-                digest = hashlib.sha256(data).hexdigest()
-                if done.get(key) == digest:
-                    report.unchanged += 1
-                    continue
-                try:
-                    items = list(_items(file, kind, data))
-                except Exception as exc:  # a file the splitter chokes on costs that file only
-                    log.exception("email: cannot split %s", file)
-                    items = [(str(file), f"file: cannot be read as mail ({type(exc).__name__}: {exc})")]
-                for label, item in items:
-                    report.items_seen += 1
-                    if isinstance(item, str):
-                        item = DeadLetter(CONNECTOR, label, item)
-                    else:
-                        item = parse_item(item, label, CONNECTOR, acl_from_participants=acl_from_participants)
-                    report.route(label, item, docs, letters)
-                    if len(docs) >= batch_size:
-                        flush()
+                with handle:
+                    try:
+                        digest = _digest(handle)
+                        handle.seek(0)
+                    except OSError as exc:
+                        letters.append(DeadLetter(CONNECTOR, str(file), f"file: unreadable ({exc.strerror})"))
+                        continue
+                    if done.get(key) == digest:
+                        report.unchanged += 1
+                        continue
+                    items = _items(file, kind, handle)
+                    while True:
+                        try:
+                            label, item = next(items)
+                        except StopIteration:
+                            break
+                        except Exception as exc:  # a file the splitter chokes on costs the rest of that file
+                            log.exception("email: cannot split %s", file)
+                            label, item = str(file), f"file: cannot be read as mail ({type(exc).__name__}: {exc})"
+                            items = iter(())
+                        report.items_seen += 1
+                        if isinstance(item, str):
+                            item = DeadLetter(CONNECTOR, label, item)
+                        else:
+                            item = parse_item(item, label, CONNECTOR, acl_from_participants=acl_from_participants)
+                        report.route(label, item, docs, letters)
+                        held[0] += len(docs[-1].text) if docs and not isinstance(item, DeadLetter) else 0
+                        if len(docs) >= batch_size or held[0] >= BATCH_CHARS:
+                            flush()
                 prints[key] = digest
         flush()
     log.info(

@@ -45,6 +45,9 @@ class SkippedDocument:
     position: int
     reason: str  # "empty" | "duplicate_text" | "duplicate_source"
     duplicate_of: str | None = None
+    # Whose document it was (stats count skips per tenant). Not compared: the row id already
+    # determines the tenant (it is a hash over it).
+    tenant: str | None = field(default=None, compare=False)
 
 
 class WriteLookups(Protocol):
@@ -141,11 +144,11 @@ def _decide(view: _BatchView, logged: LoggedEvent) -> None:
     if isinstance(event, DocumentObserved):
         doc = event.document
         if is_empty(doc):
-            view.plan.skipped.append(SkippedDocument(event.row_id, position, "empty"))
+            view.plan.skipped.append(SkippedDocument(event.row_id, position, "empty", tenant=event.tenant))
             return
         repeat = view.repeat_of(event.tenant, event.row_id, doc)
         if repeat:
-            view.plan.skipped.append(SkippedDocument(event.row_id, position, *repeat))
+            view.plan.skipped.append(SkippedDocument(event.row_id, position, *repeat, tenant=event.tenant))
             return
         view.add(new_row(logged), RowChange(position=position, at=at, change="observed", state="active"), new=True)
     elif isinstance(event, RowDerived):

@@ -49,7 +49,7 @@ def observed(row, change="observed", state=None, position=None):
 
 def test_apply_get_history_and_checkpoint(store):
     r1, r2 = make_row(1, source="email", source_id="m1"), make_row(2)
-    store.apply([observed(r1), observed(r2)], [SkippedDocument("r9", 3, "duplicate_text", "r1")], 3)
+    store.apply([observed(r1), observed(r2)], [SkippedDocument("r9", 3, "duplicate_text", "r1", "t")], 3)
     assert store.get("r1") == r1 and store.get("nope") is None
     assert set(store.get_many(["r1", "r2", "x"])) == {"r1", "r2"}
     assert store.applied_position() == 3
@@ -63,6 +63,21 @@ def test_apply_get_history_and_checkpoint(store):
     store.apply([observed(archived, "archived", position=5)], [], 5)
     assert len(store.history("r1")) == 2 and store.applied_position() == 5
     assert store.count("t") == {"active": 1, "archived": 1, "skipped": 1}
+
+
+def test_skipped_documents_are_counted_per_tenant(store):
+    # Issue 16 (low): /v1/stats of one tenant counted every tenant's skipped documents.
+    t_row, u_row = make_row(1), make_row(2, tenant="u")
+    store.apply([observed(t_row), observed(u_row)], [
+        SkippedDocument("r7", 3, "duplicate_text", "r1", "t"),
+        SkippedDocument("r8", 4, "empty", None, "u"),
+        SkippedDocument("r9", 5, "duplicate_text", "r2", "u"),
+    ], 5)
+    assert store.count("t") == {"active": 1, "archived": 0, "skipped": 1}
+    assert store.count("u") == {"active": 1, "archived": 0, "skipped": 2}
+    assert store.count("nobody") == {"active": 0, "archived": 0, "skipped": 0}
+    assert store.count() == {"active": 2, "archived": 0, "skipped": 3}
+    assert store.skipped("r8").tenant == "u"
 
 
 def test_heads_carry_the_ranking_fields_of_stored_rows(store):
@@ -136,3 +151,24 @@ def test_reset_empties_everything(store):
     store.apply([observed(make_row(1))], [], 1)
     store.reset()
     assert store.get("r1") is None and store.applied_position() == 0
+
+
+def test_a_sqlite_store_from_before_skip_tenants_gains_them(tmp_path):
+    import sqlite3
+
+    from services.adapters.row_store.sqlite import SqliteRowStore
+
+    store = SqliteRowStore(tmp_path / "rows.sqlite")
+    store.apply([observed(make_row(1, tenant="u"))], [], 1)
+    store.close()
+    conn = sqlite3.connect(tmp_path / "rows.sqlite")  # the table as it was, with one repeat and one empty skip
+    conn.executescript("DROP TABLE skipped; CREATE TABLE skipped (row_id TEXT NOT NULL, position INTEGER NOT NULL, "
+                       "reason TEXT NOT NULL, duplicate_of TEXT, PRIMARY KEY (row_id, position));"
+                       "INSERT INTO skipped VALUES ('r5', 2, 'duplicate_text', 'r1'), ('r6', 3, 'empty', NULL);")
+    conn.close()
+    store = SqliteRowStore(tmp_path / "rows.sqlite")
+    try:
+        assert store.count("u")["skipped"] == 1 and store.count("t")["skipped"] == 0
+        assert store.count()["skipped"] == 2  # the old empty skip names no tenant: only the total has it
+    finally:
+        store.close()

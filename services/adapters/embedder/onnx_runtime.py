@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from services.adapters.embedder.clip import Clipper
 from services.errors import OrgmemError
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,9 @@ class OnnxEmbedder:
         self._inputs = [i.name for i in self._session.get_inputs()]
         self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self._tokenizer.enable_truncation(max_tokens)
+        # Each text is cut before it is tokenized, to a prefix that gives the same pieces: the
+        # tokenizer would otherwise split a 1M-character document whole to keep 256 pieces.
+        self._clipper = Clipper(self._tokenizer, max_tokens)
         # Pad to the longest text of a batch, never to a fixed length (some tokenizer files
         # carry a fixed 128, which made a 15-token query take 47 ms instead of 8).
         self._tokenizer.enable_padding(pad_id=meta["pad_id"], pad_token=meta["pad_token"])
@@ -79,6 +83,7 @@ class OnnxEmbedder:
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        texts = self._clipper.clip_all(texts)
         # Similar lengths share a batch so that little of it is padding.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         with self._lock:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from services.adapters.embedder.clip import Clipper
 from services.errors import OrgmemError
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,9 @@ class SentenceTransformerEmbedder:
         except Exception as exc:  # any loading failure is a configuration problem
             raise OrgmemError(f"cannot load embedding model {model!r}: {exc}") from exc
         self._model.max_seq_length = max_tokens
+        # As in the onnx adapter: each text is cut, keeping its pieces, before it is tokenized.
+        backend = getattr(self._model.tokenizer, "backend_tokenizer", None)
+        self._clipper = Clipper(backend, max_tokens) if backend is not None else None
         self.name = model
         dimension = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         self.dim = int(dimension())
@@ -55,9 +59,10 @@ class SentenceTransformerEmbedder:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        texts = self._clipper.clip_all(texts) if self._clipper is not None else list(texts)
         with self._lock:
             vectors = self._model.encode(
-                list(texts),
+                texts,
                 batch_size=self.batch_size,
                 normalize_embeddings=True,
                 convert_to_numpy=True,

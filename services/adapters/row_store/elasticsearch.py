@@ -36,7 +36,7 @@ HISTORY_MAPPINGS = {"dynamic": "strict", "properties": {
     "change": _K, "state": _K, "superseded_by": _K, "run_id": _K, "reason": {"type": "text", "index": False},
 }}
 SKIPPED_MAPPINGS = {"dynamic": "strict", "properties": {
-    "row_id": _K, "position": {"type": "long"}, "reason": _K, "duplicate_of": _K,
+    "row_id": _K, "position": {"type": "long"}, "reason": _K, "duplicate_of": _K, "tenant": _K,
 }}
 META_MAPPINGS = {"dynamic": "strict", "properties": {
     "applied_position": {"type": "long"},
@@ -70,6 +70,8 @@ def batch_operations(index: str, mutations: Sequence[RowMutation], skipped: Sequ
         doc = {"row_id": skip.row_id, "position": skip.position, "reason": skip.reason}
         if skip.duplicate_of is not None:
             doc["duplicate_of"] = skip.duplicate_of
+        if skip.tenant is not None:
+            doc["tenant"] = skip.tenant
         ops += [{"create": {"_index": f"{index}-skipped", "_id": f"{skip.row_id}:{skip.position}"}}, doc]
     return ops
 
@@ -79,7 +81,7 @@ def encode_batch(mutations: Sequence[RowMutation], skipped: Sequence[SkippedDocu
         "position": position,
         "mutations": [{"row": m.row.model_dump(mode="json"), "change": m.change.model_dump(mode="json")}
                       for m in mutations],
-        "skipped": [[s.row_id, s.position, s.reason, s.duplicate_of] for s in skipped],
+        "skipped": [[s.row_id, s.position, s.reason, s.duplicate_of, s.tenant] for s in skipped],
     }
 
 
@@ -111,6 +113,8 @@ class ElasticsearchRowStore:
             name = f"{self.index}-{suffix}"
             with es.driver_errors(COMPONENT, f"create {name}"):
                 if self.client.indices.exists(index=name):
+                    if suffix == "skipped":  # an index made before skips carried their tenant gains the field
+                        self.client.indices.put_mapping(index=name, properties=mappings["properties"])
                     continue
                 try:
                     self.client.indices.create(index=name, mappings=mappings, settings={
@@ -238,7 +242,7 @@ class ElasticsearchRowStore:
         if not hits:
             return None
         s = hits[0]["_source"]
-        return SkippedDocument(s["row_id"], s["position"], s["reason"], s.get("duplicate_of"))
+        return SkippedDocument(s["row_id"], s["position"], s["reason"], s.get("duplicate_of"), s.get("tenant"))
 
     def _first_id(self, filters: list[dict], must_not: list[dict] | None = None, action: str = "lookup") -> str | None:
         query = {"bool": {"filter": filters, **({"must_not": must_not} if must_not else {})}}
@@ -290,7 +294,7 @@ class ElasticsearchRowStore:
         with es.driver_errors(COMPONENT, "count"):
             response = self.client.search(index=self.index, query=query, size=0,
                                           aggs={"states": {"terms": {"field": "state", "size": 10}}})
-            skipped = self.client.count(index=f"{self.index}-skipped")["count"]
+            skipped = self.client.count(index=f"{self.index}-skipped", query=query)["count"]
         states = {b["key"]: b["doc_count"] for b in response["aggregations"]["states"]["buckets"]}
         return {"active": states.get("active", 0), "archived": states.get("archived", 0), "skipped": skipped}
 

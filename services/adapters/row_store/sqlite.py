@@ -46,7 +46,7 @@ CREATE TABLE IF NOT EXISTS history (
 );
 CREATE INDEX IF NOT EXISTS history_changes ON history(change, row_id);
 CREATE TABLE IF NOT EXISTS skipped (
-    row_id TEXT NOT NULL, position INTEGER NOT NULL, reason TEXT NOT NULL, duplicate_of TEXT,
+    row_id TEXT NOT NULL, position INTEGER NOT NULL, reason TEXT NOT NULL, duplicate_of TEXT, tenant TEXT,
     PRIMARY KEY (row_id, position)
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -120,6 +120,18 @@ class SqliteRowStore:
         self.path = Path(path)
         self._conn = open_with_schema(self.path, _SCHEMA, COMPONENT)
         self._lock = threading.Lock()
+        self._add_skip_tenants()
+
+    def _add_skip_tenants(self) -> None:
+        """A store written before skips carried their tenant gains the column; a repeat takes the
+        tenant of the row it repeats. An old empty skip keeps none (counted only over all tenants;
+        `orgmem rebuild` attributes it)."""
+        with translated(COMPONENT):
+            columns = {c[1] for c in self._conn.execute("PRAGMA table_info(skipped)")}
+            if "tenant" not in columns:
+                self._conn.executescript(
+                    "BEGIN; ALTER TABLE skipped ADD COLUMN tenant TEXT; UPDATE skipped SET tenant = "
+                    "(SELECT r.tenant FROM rows r WHERE r.row_id = skipped.duplicate_of); COMMIT;")
 
     def _query(self, sql: str, args: Sequence = ()) -> list[tuple]:
         with self._lock, translated(COMPONENT):
@@ -161,7 +173,7 @@ class SqliteRowStore:
 
     def skipped(self, row_id: str) -> SkippedDocument | None:
         found = self._query(
-            "SELECT row_id, position, reason, duplicate_of FROM skipped WHERE row_id = ? ORDER BY position LIMIT 1",
+            "SELECT row_id, position, reason, duplicate_of, tenant FROM skipped WHERE row_id = ? ORDER BY position LIMIT 1",
             (row_id,),
         )
         return SkippedDocument(*found[0]) if found else None
@@ -222,8 +234,9 @@ class SqliteRowStore:
                 for mutation in mutations:
                     self._write(conn, mutation)
                 conn.executemany(
-                    "INSERT OR IGNORE INTO skipped(row_id, position, reason, duplicate_of) VALUES (?,?,?,?)",
-                    [(s.row_id, s.position, s.reason, s.duplicate_of) for s in skipped],
+                    "INSERT OR IGNORE INTO skipped(row_id, position, reason, duplicate_of, tenant) VALUES "
+                    "(?,?,?,?, COALESCE(?, (SELECT r.tenant FROM rows r WHERE r.row_id = ?)))",
+                    [(s.row_id, s.position, s.reason, s.duplicate_of, s.tenant, s.duplicate_of) for s in skipped],
                 )
                 conn.execute(
                     "INSERT INTO meta(key, value) VALUES ('applied_position', ?) "
@@ -267,7 +280,7 @@ class SqliteRowStore:
     def count(self, tenant: str | None = None) -> dict[str, int]:
         where, args = ("WHERE tenant = ?", [tenant]) if tenant else ("", [])
         counts = dict(self._query(f"SELECT state, COUNT(*) FROM rows {where} GROUP BY state", args))
-        skipped = self._query("SELECT COUNT(*) FROM skipped")[0][0]
+        skipped = self._query(f"SELECT COUNT(*) FROM skipped {where}", args)[0][0]
         return {"active": counts.get("active", 0), "archived": counts.get("archived", 0), "skipped": skipped}
 
     def reset(self) -> None:

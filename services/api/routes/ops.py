@@ -16,13 +16,30 @@ def healthz() -> dict:
     return {"status": "ok"}
 
 
+def _storage(s) -> dict | None:
+    disk = getattr(s.parts, "disk", None)
+    return disk.report() if disk is not None else None
+
+
 @router.get("/readyz", operation_id="ready")
 def readyz(s: State, response: Response) -> dict:
     head, applied = s.memory.head(), s.memory.applied
-    ready = s.indexer.is_alive()
-    response.status_code = 200 if ready else 503
-    return {"status": "ready" if ready else "starting", "log_head": head, "applied_position": applied,
-            "lag": head - applied}
+    storage = _storage(s)
+    alive = s.indexer.is_alive()
+    status, reason = ("ready", None) if alive else ("starting", "the indexer is not running")
+    if storage is not None and storage["low"]:
+        status = "storage-low"
+        reason = (f"data folder has {storage['free_bytes']} bytes free, under the floor of "
+                  f"{storage['min_free_bytes']} bytes (limits.min_free_bytes): writes are refused "
+                  "and indexing is paused until space is freed")
+    response.status_code = 200 if status == "ready" else 503
+    body = {"status": status, "log_head": head, "applied_position": applied, "lag": head - applied,
+            "indexer_paused": bool(getattr(s.indexer, "paused", False))}
+    if reason:
+        body["reason"] = reason
+    if storage is not None:  # not the folder's path: /readyz needs no credentials
+        body["storage"] = {k: v for k, v in storage.items() if k != "data_dir"}
+    return body
 
 
 @router.get("/metrics", operation_id="metrics")
@@ -31,6 +48,12 @@ def metrics(s: State) -> Response:
     m.log_head.set(s.memory.head())
     m.applied.set(s.memory.applied)
     m.indexer_errors.set(s.indexer.errors)
+    m.indexer_paused.set(1 if getattr(s.indexer, "paused", False) else 0)
+    storage = _storage(s)
+    if storage is not None:
+        if storage["free_bytes"] is not None:
+            m.free_bytes.set(storage["free_bytes"])
+        m.min_free_bytes.set(storage["min_free_bytes"])
     for key, value in s.memory.counts().items():
         m.rows.labels(key).set(value)
     return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from schemas.documents import MAX_TAGS, DocumentIn
+from schemas.documents import MAX_TAGS, MAX_VALUE_CHARS, DocumentIn
 from schemas.events import Event, RowArchived, RowDerived, RowSuperseded
 from schemas.rows import Row
 from services.core.maintenance.access import require_same_access, row_access, shared_acl
@@ -157,7 +157,8 @@ def derive_document(rows: Sequence[Row], text: str, source: str, max_tokens: int
         kind=first.kind,
         thread=first.thread,
         title=first.title,
-        tags=(author_tags + other_tags)[:MAX_TAGS],
+        # A row stored before tags were capped may hold a longer one; the merged row leaves it out.
+        tags=[t for t in author_tags + other_tags if len(t) <= MAX_VALUE_CHARS][:MAX_TAGS],
         participants=_unique([p for row in rows for p in row.participants])[:MAX_TAGS],
         acl=combined_acl(rows),
         source=source,
