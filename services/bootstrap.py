@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from services.adapters.data_folder import projections as projection_folders
 from services.app.disk import DiskGuard, GuardedEventLog
 from services.app.indexer import IndexerThread, LogFeed
 from services.app.maintenance import MaintenanceService
@@ -202,13 +203,15 @@ def assemble_memory(settings: Settings, event_log: EventLog, rows: RowStore, lex
     return Memory(event_log, rows, lexical, vectors, embedder, projection, retriever, retrieval_config(settings))
 
 
-def embedded_adapters(settings: Settings) -> tuple[EventLog, RowStore, LexicalIndex, VectorIndex]:
-    """The embedded profile's adapters over the data folder (the caller holds its lock)."""
+def embedded_adapters(settings: Settings, folder: str = projection_folders.LIVE
+                      ) -> tuple[EventLog, RowStore, LexicalIndex, VectorIndex]:
+    """The embedded profile's adapters over the data folder (the caller holds its lock); `folder`
+    names the projections' folder in it (`rebuild_aside` builds in another one)."""
     from services.adapters.lexical.tantivy import TantivyLexicalIndex
     from services.adapters.row_store.sqlite import SqliteRowStore
     from services.adapters.vector.qdrant_edge import QdrantEdgeVectorIndex
 
-    projections = Path(settings.data_dir) / "projections"
+    projections = Path(settings.data_dir) / folder
     return (open_event_log(settings), SqliteRowStore(projections / "rows.sqlite"),
             TantivyLexicalIndex(projections / "lexical"),
             QdrantEdgeVectorIndex(projections / "vectors", embedder_for(settings.embedder).dim,
@@ -224,11 +227,50 @@ def build_memory(settings: Settings) -> tuple[Memory, DataFolderLock | NoLock]:
         raise Invalid(f"profile: {settings.profile!r} is unknown; use 'embedded' or 'cluster'")
     lock = DataFolderLock(Path(settings.data_dir))
     try:
+        projection_folders.recover(Path(settings.data_dir))
+        missing = projection_folders.missing_before_open(Path(settings.data_dir))
         memory = assemble_memory(settings, *embedded_adapters(settings))
+        memory.problems = _check_projections(memory, missing)
     except BaseException:
         lock.release()
         raise
     return memory, lock
+
+
+def _check_projections(memory: Memory, missing: dict[str, str]) -> dict[str, str]:
+    """Which projection is missing or far behind the row store (logged; `/readyz` reports it)."""
+    counts = memory.counts()
+    parts = {"lexical": memory._lexical, "vectors": memory._vectors}
+    sizes = {name: part.count() if hasattr(part, "count") else None for name, part in parts.items()}
+    problems = projection_folders.check(counts["active"] + counts["archived"], sizes, missing)
+    for name, state in problems.items():
+        log.error("projection %s is %s beside the row store (checkpoint %d): run `orgmem rebuild`",
+                  name, state, memory.checkpoint())
+    return problems
+
+
+def rebuild_aside(settings: Settings, progress=None, audit=None):
+    """Rebuild the embedded projections from the log alone, whatever state they are in: fresh
+    ones are built in `projections.rebuild/` with the data folder locked, then swapped in.
+    `audit(event_log)`, once the folder is locked, appends the command's audit event."""
+    data = Path(settings.data_dir)
+    lock = DataFolderLock(data)
+    try:
+        projection_folders.recover(data)
+        projection_folders.fresh_aside(data)
+        memory = assemble_memory(settings, *embedded_adapters(settings, projection_folders.ASIDE))
+        try:
+            if audit is not None:
+                audit(memory.event_log)
+            stats = memory.catch_up(progress=progress)
+            counts = memory.stats()
+        finally:
+            memory.close()
+        projection_folders.mark_finished(data)
+        projection_folders.swap_in(data)
+        return stats, counts
+    finally:
+        lock.release()
 
 
 def build_cluster_memory(settings: Settings, role: str = "reader") -> tuple[Memory, NoLock]:

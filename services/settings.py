@@ -135,6 +135,9 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     indexer_batch: int = 256
     indexer_poll_s: float = 0.2
+    # /readyz answers 503 "lagging" when the log head is more than this many events ahead of the
+    # projections; 0 disables the check.
+    indexer_max_lag: int = 10_000
     # How many candidates the vector graph search keeps (HNSW ef); None: the engine's default (100).
     # Wider finds more of the exact nearest rows at some cost: at 100k rows 0.933 of the exact
     # top 50 at the default, 0.955 at 128, 0.977 at 200, for +0.25 and +0.8 ms (README).

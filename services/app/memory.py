@@ -55,6 +55,8 @@ class Memory:
         self._embedder, self._retriever = embedder, retriever
         self.projection = projection
         self.config = config
+        # Projections found missing or far behind the row store at start (name -> state).
+        self.problems: dict[str, str] = {}
 
     # --- write path -------------------------------------------------------------------------
     def ingest(self, documents: Sequence[DocumentIn], caller: Caller = SYSTEM) -> IngestResult:

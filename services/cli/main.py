@@ -67,12 +67,19 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
     from services.app.audit import record_admin_action
-    from services.bootstrap import open_memory
+    from services.bootstrap import open_memory, rebuild_aside
 
-    with open_memory(settings_from(args)) as memory:
-        record_admin_action(memory.event_log, "*", "rebuild", actor=f"cli:{getpass.getuser()}")
-        stats = memory.rebuild(progress=print_progress)
-        print(f"rebuilt from {stats.events} events: {memory.stats()}")
+    settings = settings_from(args)
+    if settings.profile == "cluster":  # the cluster's stores are reset and replayed in place
+        with open_memory(settings) as memory:
+            record_admin_action(memory.event_log, "*", "rebuild", actor=f"cli:{getpass.getuser()}")
+            stats = memory.rebuild(progress=print_progress)
+            print(f"rebuilt from {stats.events} events: {memory.stats()}")
+        return 0
+    # Embedded: from the log alone, whatever state the projections are in (built aside, swapped in).
+    stats, counts = rebuild_aside(settings, progress=print_progress, audit=lambda event_log: record_admin_action(
+        event_log, "*", "rebuild", actor=f"cli:{getpass.getuser()}"))
+    print(f"rebuilt from {stats.events} events: {counts}")
     return 0
 
 

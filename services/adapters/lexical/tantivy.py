@@ -155,6 +155,10 @@ class TantivyLexicalIndex:
         """Remove every document (a rebuild replays the log into the empty index)."""
         self._write("reset", lambda writer: writer.delete_all_documents())
 
+    def count(self) -> int:
+        with _driver_errors("count"):
+            return self._searcher().num_docs
+
     def close(self) -> None:
         self._index = None
 

@@ -139,6 +139,10 @@ class QdrantEdgeVectorIndex:
                     shard.flush()
                     shard.close()
 
+    def count(self) -> int:
+        with self._lock, self._driver("count"):
+            return self._shard.info().points_count if self._shard is not None else 0
+
     def reset(self) -> None:
         """Drop every point and start an empty shard in the same folder (for a rebuild)."""
         with self._lock:

@@ -27,6 +27,15 @@ def readyz(s: State, response: Response) -> dict:
     storage = _storage(s)
     alive = s.indexer.is_alive()
     status, reason = ("ready", None) if alive else ("starting", "the indexer is not running")
+    max_lag = getattr(s.settings, "indexer_max_lag", 0)
+    problems = getattr(s.memory, "problems", {})
+    if problems:
+        status = "projections-broken"
+        reason = ("projection " + ", ".join(f"{name} is {state}" for name, state in sorted(problems.items()))
+                  + " beside the row store: stop the server and run `orgmem rebuild`")
+    elif status == "ready" and max_lag and head - applied > max_lag:
+        status = "lagging"
+        reason = f"the indexer is {head - applied} events behind the log (indexer_max_lag: {max_lag})"
     if storage is not None and storage["low"]:
         status = "storage-low"
         reason = (f"data folder has {storage['free_bytes']} bytes free, under the floor of "
@@ -37,6 +46,10 @@ def readyz(s: State, response: Response) -> dict:
             "indexer_paused": bool(getattr(s.indexer, "paused", False))}
     if reason:
         body["reason"] = reason
+    if problems:
+        body["projections"] = dict(problems)
+    if max_lag:
+        body["max_lag"] = max_lag
     if storage is not None:  # not the folder's path: /readyz needs no credentials
         body["storage"] = {k: v for k, v in storage.items() if k != "data_dir"}
     return body
