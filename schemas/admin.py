@@ -110,3 +110,20 @@ class RunView(BaseModel):
 
 class RunsResponse(BaseModel):
     runs: list[RunView]
+
+
+class RunDecision(BaseModel):
+    """One decision event of a run; a derived row's text is read through GET /v1/rows/{id}, where
+    the caller's access list applies."""
+
+    change: Literal["superseded", "archived", "derived", "restored"]
+    row_id: str
+    superseded_by: str | None = None
+    sources: list[str] = Field(default_factory=list, description="derived: the rows it was made from")
+    reason: str = ""
+
+
+class RunDecisionsResponse(BaseModel):
+    run_id: str
+    decisions: list[RunDecision] = Field(description="In log order, at most `limit` of them")
+    total: int

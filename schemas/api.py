@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from schemas.documents import DocumentIn, Name, Value
 from schemas.rows import Row, RowChange
@@ -29,12 +29,16 @@ class QueryRequest(BaseModel):
     k: int | None = Field(default=None, ge=1, description=(
         "Rows returned: the first k - reserve in the selector's order, then the recency reserve."))
     reserve: int | None = Field(default=None, ge=0, description=(
-        "Slots of the k kept for the most recently dated matched rows (Mem++'s recency reserve; 3 "
-        "unless the preset says otherwise). With k at or below it, every row comes from the reserve; "
+        "Slots of the k kept for the most recently dated matched rows (Mem++'s recency reserve; none "
+        "in the default preset, 3 in paper-orgmembench). With k at or below it, every row comes from the reserve; "
         "0 returns k rows in the selector's order."))
     candidates: int | None = Field(default=None, ge=1, description="C: rows per leg.")
     selector: Literal["rrf", "pursuit", "coverage"] | None = None
-    conjunctive: bool | None = None
+    conjunctive: bool | None = Field(default=None, description=(
+        "An alias of lexical_match: true is \"all\", false is \"any\"."))
+    lexical_match: Literal["all", "any", "adaptive"] | None = Field(default=None, description=(
+        "How many of the query's content terms a lexical hit must contain: all, any, or adaptive "
+        "(all of one or two terms, then a share that falls with the query's length, at least 30%)."))
     preset: str | None = None
     weights: dict[Literal["lex", "tag", "vec"], float] | None = None
     # Each value as long as the field it filters may be (a 9 KB filter value is refused).
@@ -42,7 +46,34 @@ class QueryRequest(BaseModel):
     authors: list[Name] | None = None
     threads: list[Value] | None = None
     after: int | None = Field(default=None, ge=0, description="Wait until the log position is indexed.")
-    show_supersession: bool = False
+    show_supersession: bool = Field(default=False, description=(
+        "Kept for compatibility, no longer needed: each row's line under its header in `evidence` "
+        "says which version of its thread it is and what supersedes or contradicts it."))
+
+    @model_validator(mode="after")
+    def _one_lexical_match(self) -> QueryRequest:
+        alias = {True: "all", False: "any", None: None}[self.conjunctive]
+        if alias and self.lexical_match and alias != self.lexical_match:
+            raise ValueError(f"conjunctive: {self.conjunctive} contradicts lexical_match {self.lexical_match!r}; give one")
+        return self
+
+
+class RowVersion(BaseModel):
+    """Which version of its thread a row is, counting only the rows the caller's view holds
+    (tenant, access list, as_of, known_at; not the query's kinds/authors/threads): a version the
+    caller may not see is neither counted nor named."""
+
+    index: int = Field(ge=1, description=(
+        "Place among the thread's versions in date order (event time; an undated row at its ingest "
+        "time; ties by ingest position), 1 for the earliest. A row without a thread is 1 of 1."))
+    count: int = Field(ge=1, description="Versions of the thread in the caller's view.")
+    latest_row_id: str = Field(description="The thread's last version in the view (this row when it is the latest).")
+    superseded_by: str | None = Field(description="The next version of the thread, if this one is not the latest.")
+    superseded_on: datetime | None = Field(description="The event date of `superseded_by` (null when it is undated).")
+    contradicted_by: list[str] = Field(description=(
+        "Rows a maintenance judge found to contradict this one (consolidation's conflict label; "
+        "they may be in other threads), the pointer followed while the view holds each row. A "
+        "row contradicted so stays active and remains a version of its thread."))
 
 
 class QueryHit(BaseModel):
@@ -58,7 +89,9 @@ class QueryHit(BaseModel):
     thread: str | None
     title: str | None
     text: str
-    superseded_by: str | None
+    superseded_by: str | None = Field(description=(
+        "Kept for compatibility: the first of `version.contradicted_by`, null when there is none."))
+    version: RowVersion | None = Field(default=None, description="This row's version of its thread.")
 
 
 class QueryResponse(BaseModel):
@@ -76,11 +109,15 @@ class QueryResponse(BaseModel):
 class RowResponse(BaseModel):
     row: Row
     history: list[RowChange]
+    version: RowVersion | None = Field(default=None, description=(
+        "Its version of its thread among the active rows the caller may read; null for an archived row."))
 
 
 class ThreadResponse(BaseModel):
     thread: str
     rows: list[Row]
+    versions: dict[str, RowVersion] = Field(default_factory=dict, description=(
+        "Row id -> its version, for the active rows (an archived row is no version)."))
 
 
 class StatsResponse(BaseModel):

@@ -1,4 +1,5 @@
-"""Request and response of the connector API (v1): POST /v1/connectors/{kind}."""
+"""Requests and responses of the connector API (v1): POST /v1/connectors/{kind} and
+GET /v1/connectors/dead-letters."""
 
 from __future__ import annotations
 
@@ -36,3 +37,15 @@ class ConnectorRunResponse(BaseModel):
     stopped: str | None = Field(default=None, description="Why the run stopped before the end (503), "
                                                           "or null when it finished")
     log_position: int
+
+
+class DeadLetterView(BaseModel):
+    connector: str
+    path: str
+    reason: str
+    at: str = Field(description="When the item was refused (ISO 8601, UTC)")
+
+
+class DeadLettersResponse(BaseModel):
+    dead_letters: list[DeadLetterView] = Field(description="The caller's tenant's dead letters, newest first")
+    total: int = Field(description="How many the tenant has; only the newest `limit` are listed")

@@ -19,12 +19,27 @@ class _Event(BaseModel):
     tenant: str = Field(default="default", min_length=1, max_length=128)
 
 
+class SealedDocument(BaseModel):
+    """A document's fields, encrypted with AES-GCM under a key derived from every data key named
+    here (the document's own, its text's, and one per person it names), so that destroying any
+    one of them makes it unreadable (docs/erasure.md). Key ids are keyed hashes, never names."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    keys: list[str] = Field(min_length=1)
+    nonce: str  # base64, 12 bytes
+    ciphertext: str  # base64: the DocumentIn as JSON, with the GCM tag
+
+
 class DocumentObserved(_Event):
-    """A document reached orgmem. The projection decides whether it becomes a row."""
+    """A document reached orgmem. The projection decides whether it becomes a row.
+
+    Version 2 carries `sealed` and no `document` in the log; read back, the document is opened
+    again, or stays None when its keys were destroyed (the document was erased)."""
 
     type: Literal["document_observed"] = "document_observed"
     row_id: str
-    document: DocumentIn
+    document: DocumentIn | None = None
+    sealed: SealedDocument | None = None
 
 
 class RowSuperseded(_Event):
@@ -51,7 +66,8 @@ class RowDerived(_Event):
 
     type: Literal["row_derived"] = "row_derived"
     row_id: str
-    document: DocumentIn
+    document: DocumentIn | None = None  # None once erased; `sealed` in the log, as DocumentObserved
+    sealed: SealedDocument | None = None
     sources: list[str]
     run_id: str | None = None
     reason: str = ""
@@ -92,8 +108,27 @@ class AdminActionRecorded(_Event):
     details: dict = Field(default_factory=dict)
 
 
+class ErasureRecorded(_Event):
+    """An administrator erased rows (docs/erasure.md): who, when (the append time), why, by what
+    and which rows — never the erased content. A subject is named by a keyed hash of its name
+    (HMAC under the tenant's key), so the log alone does not say whom it was about, while whoever
+    holds the tenant's key can still check that a given person's erasure was carried out."""
+
+    type: Literal["erasure_recorded"] = "erasure_recorded"
+    erasure_id: str
+    actor: str
+    reason: str
+    by: Literal["row", "source", "subject"]
+    target: str  # the row id, the keyed hash of (source, source_id), or of the subject
+    row_ids: list[str] = Field(default_factory=list)  # every row and skipped document erased
+    derived_row_ids: list[str] = Field(default_factory=list)  # of those, rows derived from an erased row
+    restored_row_ids: list[str] = Field(default_factory=list)  # sources of an erased derived row, active again
+    rows: int = 0
+    keys_destroyed: int = 0
+
+
 Event = Annotated[
-    DocumentObserved | RowSuperseded | RowArchived | RowDerived | RowRestored | MaintenanceRunStarted | MaintenanceRunFinished | AdminActionRecorded,
+    DocumentObserved | RowSuperseded | RowArchived | RowDerived | RowRestored | MaintenanceRunStarted | MaintenanceRunFinished | AdminActionRecorded | ErasureRecorded,
     Field(discriminator="type"),
 ]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from schemas import SCHEMA_VERSION, admin, api, connectors, documents, rows
+from schemas import SCHEMA_VERSION, admin, api, backup, connectors, documents, erasure, rows
 from schemas.events import EVENT_ADAPTER, LoggedEvent
 
 OUT = Path(__file__).parent / "json"
@@ -24,7 +24,10 @@ def all_schemas() -> dict[str, dict]:
         api.RowResponse, api.ThreadResponse, api.StatsResponse,
         admin.KeyCreateRequest, admin.KeyCreateResponse, admin.KeyListResponse, admin.KeyInfo,
         admin.ConsolidateRequest, admin.RefineRequest, admin.RunAccepted, admin.RunView, admin.RunsResponse,
-        connectors.ConnectorRunRequest, connectors.ConnectorRunResponse,
+        admin.RunDecisionsResponse,
+        backup.HoldRequest, backup.HoldResponse, backup.HoldReleased,
+        connectors.ConnectorRunRequest, connectors.ConnectorRunResponse, connectors.DeadLettersResponse,
+        erasure.ErasureRequest, erasure.ErasureResponse,
     ]
     out = {m.__name__: m.model_json_schema() for m in models}
     out["Event"] = EVENT_ADAPTER.json_schema()

@@ -17,6 +17,10 @@ class NotFound(OrgmemError):
     """The thing asked for does not exist, or the caller may not see it."""
 
 
+class Gone(OrgmemError):
+    """The thing asked for existed and was erased (`POST /v1/admin/erasures`); it never comes back."""
+
+
 class Conflict(OrgmemError):
     """The request contradicts the current state (a run still running, a fenced writer)."""
 
@@ -95,6 +99,11 @@ class ProjectionFenced(Conflict):
 
 
 # --- named cases of OrgmemError (its HTTP status applies) ---
+
+
+class LogRewound(OrgmemError):
+    """The log hands out positions at or below the projections' checkpoint (a broker lost data):
+    applying on would skip those events silently, so the indexer stops and says so."""
 
 
 class MaintenanceFailed(OrgmemError):

@@ -10,7 +10,7 @@ port is defined by the policies that call it (`services.core.maintenance.judging
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple, Protocol, runtime_checkable
@@ -21,6 +21,8 @@ from schemas.events import Event, LoggedEvent
 from schemas.rows import Row, RowChange
 from services.core.keys import ApiKey
 from services.core.scope import Scope
+from services.core.term_match import TermMatch
+from services.core.versions import VersionFields
 from services.core.write_path import RowMutation, SkippedDocument
 
 
@@ -73,6 +75,12 @@ class RowReader(Protocol):
 
     def thread(self, tenant: str, thread: str) -> list[Row]: ...
 
+    def versions_of(self, tenant: str, threads: Sequence[str], row_ids: Sequence[str] = (),
+                    known_at: datetime | None = None) -> list[VersionFields]:
+        """In one read, every row of the tenant in `threads` and those of `row_ids`, whatever the
+        caller may see (`services.core.versions` filters); with `known_at`, each row's state and
+        supersession as they were then."""
+
     def skipped(self, row_id: str) -> SkippedDocument | None: ...
 
     def recent(self, scope: Scope, exclude: Sequence[str], limit: int) -> list[RowHead]:
@@ -88,9 +96,16 @@ class RowReader(Protocol):
 
 
 class RowScan(Protocol):
-    """Maintenance reads every row of a scope at once (its candidates)."""
+    """Maintenance reads every row of a scope at once (its candidates); an export reads every row
+    page by page, with its history."""
 
     def in_scope(self, scope: Scope, limit: int = 1_000_000) -> list[Row]: ...
+
+    def page(self, tenant: str | None, after: tuple[int, str] | None, limit: int) -> list[Row]:
+        """Rows of a tenant (None: every tenant) in (ingest position, row id) order after `after`
+        (an export's pages)."""
+
+    def histories(self, row_ids: Sequence[str]) -> dict[str, list[RowChange]]: ...
 
 
 class ProjectionTarget(Protocol):
@@ -112,6 +127,10 @@ class RowStore(RowReader, RowScan, ProjectionTarget, Protocol):
 
     def find_active_text(self, tenant: str, author_scope: str, content_hash: str) -> str | None: ...
 
+    def erase(self, tenant: str, row_ids: Sequence[str], position: int | None) -> list[str]:
+        """Delete rows so no file of the store keeps them, leaving an 'erased' skip record per id;
+        move the checkpoint to `position` (None: out of band). Returns the ids that were rows."""
+
     def close(self) -> None: ...
 
 
@@ -119,13 +138,18 @@ class LexicalIndex(Protocol):
     def upsert(self, rows: Sequence[Row]) -> None:
         """Index (or re-index) rows with their current state; durable on return."""
 
-    def search_text(self, terms: Sequence[str], scope: Scope, limit: int, conjunctive: bool) -> list[Hit]:
-        """BM25 over the text of rows in scope."""
+    def search_text(self, terms: Sequence[str], scope: Scope, limit: int, match: TermMatch) -> list[Hit]:
+        """BM25 over the text of rows in scope that contain at least `match.required(n)` of the
+        n terms that can match anything (`services.core.term_match`)."""
 
     def search_tags(self, candidates: Sequence[str], scope: Scope, limit: int) -> list[Hit]:
         """Rows in scope with a tag (author, thread, participants, tags) equal to a candidate."""
 
     def reset(self) -> None: ...
+
+    def delete(self, row_ids: Sequence[str], survivors: Callable[[], Iterable[Row]]) -> None:
+        """Erase rows so that no file of the index keeps their terms; `survivors` yields every
+        other row, for an index that can only drop terms by rewriting itself (tantivy)."""
 
     def close(self) -> None: ...
 
@@ -139,6 +163,9 @@ class VectorIndex(Protocol):
     def search(self, vector: np.ndarray, scope: Scope, limit: int) -> list[Hit]: ...
 
     def vectors(self, row_ids: Sequence[str]) -> dict[str, np.ndarray]: ...
+
+    def delete(self, row_ids: Sequence[str]) -> None:
+        """Erase rows' points so that no file of the index keeps their payload or vector."""
 
     def reset(self) -> None: ...
 
@@ -158,6 +185,20 @@ class Embedder(Protocol):
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-norm float32 embeddings, one row per text."""
+
+
+class VectorCache(Protocol):
+    """Document vectors by content: a key names (model, text as encoded), so a rebuild, a re-index
+    or a second copy of a text never encodes it again."""
+
+    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]: ...
+
+    def put_many(self, items: Sequence[tuple[bytes, np.ndarray]]) -> None: ...
+
+    def forget(self, keys: Sequence[bytes]) -> int:
+        """Drop these entries (erasure); returns how many were there."""
+
+    def close(self) -> None: ...
 
 
 class EventFeed(Protocol):
@@ -214,6 +255,31 @@ class TaskRunner(Protocol):
 
     def start(self, job: str, tenant: str, params: dict, requested_by: str) -> str:
         """Queue `job` ("consolidate", "refine", "revert") with `params`; return its run id at once."""
+
+    def close(self) -> None: ...
+
+
+class DataKeyStore(Protocol):
+    """Data keys for crypto-shredding (docs/erasure.md), kept outside the log. A destroyed key
+    leaves a tombstone and its id is never created again, so nothing sealed under it opens."""
+
+    def obtain(self, key_ids: Sequence[str]) -> dict[str, bytes | None]:
+        """The key of each id, created (32 random bytes) where missing; None where destroyed.
+        Durable on return: a key is stored before anything is sealed under it."""
+
+    def get(self, key_ids: Sequence[str]) -> dict[str, bytes]:
+        """The live keys among `key_ids` (missing and destroyed ids are left out)."""
+
+    def destroy(self, key_ids: Sequence[str], erasure_id: str) -> int:
+        """Delete the keys so that no file of the store keeps their bytes; tombstone each id.
+        Returns how many live keys were destroyed."""
+
+    def destroyed(self, key_ids: Sequence[str]) -> set[str]:
+        """Which of `key_ids` have tombstones."""
+
+    def marker(self, name: str) -> str | None: ...
+
+    def set_marker(self, name: str, value: str) -> None: ...
 
     def close(self) -> None: ...
 

@@ -10,13 +10,14 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class RetrievalSettings(BaseModel):
-    preset: str = "paper-orgmembench"
+    preset: str = "default"  # services.core.retrieval_config.DEFAULT_PRESET; "paper-orgmembench" is Mem++'s
     weight_lex: float | None = None
     weight_tag: float | None = None
     weight_vec: float | None = None
     candidates: int | None = None
     k: int | None = None
-    conjunctive: bool | None = None
+    conjunctive: bool | None = None  # an alias: True is lexical_match "all", False "any"
+    lexical_match: Literal["all", "any", "adaptive"] | None = None
     selector: Literal["rrf", "pursuit", "coverage"] | None = None
 
 
@@ -28,13 +29,22 @@ class EmbedderSettings(BaseModel):
     batch_size: int = 64
     threads: int = 1  # intra-op threads per encoder; see the sentence-transformers adapter for why 1
     # "onnx" runs the same model through onnxruntime (3x faster per query, same vectors);
-    # "torch" runs it through sentence-transformers directly.
-    backend: Literal["onnx", "torch"] = "onnx"
+    # "torch" runs it through sentence-transformers directly; "openai" calls an OpenAI-compatible
+    # /v1/embeddings endpoint (text-embeddings-inference, vLLM, Ollama, llama.cpp) for `model`.
+    backend: Literal["onnx", "torch", "openai"] = "onnx"
+    endpoint_url: str | None = None  # backend "openai": e.g. http://127.0.0.1:8081/v1
+    api_key: SecretStr | None = None
+    dim: int | None = Field(default=None, ge=1)  # backend "openai": checked against the endpoint at start
+    concurrency: int = Field(default=4, ge=1, le=64)  # backend "openai": requests in flight
+    timeout_s: float = Field(default=30.0, gt=0)
     # Where the ONNX export of a model is kept (default ~/.cache/orgmem/onnx).
     cache_dir: Path | None = None
     # Queries through the onnx backend: "int8" halves the query encode (3.7 ms against 7.7 ms) at
     # cosine 0.994 to fp32; documents are always encoded in fp32. The torch backend is fp32 only.
     query_precision: Literal["fp32", "int8"] = "int8"
+    # Document vectors kept by (model, text) in the data folder's cache/vectors.sqlite (embedded
+    # profile), so a rebuild or a repeated text never encodes again; about 1.6 KB per distinct text.
+    vector_cache: bool = True
 
     @property
     def query_vectors(self) -> str:
@@ -116,6 +126,8 @@ class ClusterSettings(BaseModel):
     redis_url: str = "redis://127.0.0.1:6379/0"
     kafka_replication_factor: int = 1
     kafka_min_insync_replicas: int | None = None
+    # How long one Kafka call may block before the API answers 503 naming the event log.
+    kafka_timeout_ms: int = Field(default=10_000, ge=1_000, le=300_000)
     es_shards: int = 1
     es_replicas: int = 0
     task_soft_time_limit_s: int = 3300
@@ -123,6 +135,34 @@ class ClusterSettings(BaseModel):
     task_visibility_timeout_s: int = 4200
     # A maintenance task whose tenant has a run on another worker waits this long, then tries again.
     tenant_busy_retry_s: float = 30.0
+
+
+class TracingSettings(BaseModel):
+    """OpenTelemetry traces, off by default: a span per HTTP request, per query stage and per
+    projection batch, exported over OTLP/HTTP. Spans carry tenants, routes, statuses and sizes,
+    never document or query text. Collector headers come from OTEL_EXPORTER_OTLP_HEADERS."""
+
+    model_config = ConfigDict(frozen=True)  # hashable: the composition root keeps one provider per setting
+
+    enabled: bool = False
+    otlp_endpoint: str = "http://127.0.0.1:4318/v1/traces"
+    service_name: str = "orgmem"
+    # Traces kept, from 0 to 1 (a request that arrives with a sampled W3C traceparent is always kept).
+    sample_ratio: float = Field(default=1.0, ge=0.0, le=1.0)
+
+
+class ErasureSettings(BaseModel):
+    """Crypto-shredding (docs/erasure.md): documents are stored in the log encrypted under data keys
+    kept outside it, so that erasing destroys the keys."""
+
+    # Off only to measure what encryption costs (bench/erasure_cost.py): the log then keeps
+    # plaintext and erasure is refused.
+    encrypt: bool = True
+    # Where data keys live: <data_dir>/data-keys.sqlite (embedded) or Redis (cluster; needs AOF).
+    # None = sqlite in the embedded profile, redis in the cluster profile.
+    key_store: Literal["sqlite", "redis"] | None = None
+    data_keys_file: Path | None = None  # default <data_dir>/data-keys.sqlite
+    redis_url: str | None = None  # default cluster.redis_url
 
 
 class Settings(BaseSettings):
@@ -147,6 +187,8 @@ class Settings(BaseSettings):
     limits: LimitSettings = Field(default_factory=LimitSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     cluster: ClusterSettings = Field(default_factory=ClusterSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
+    erasure: ErasureSettings = Field(default_factory=ErasureSettings)
     # Folders whose files the connector API may read, shared by every tenant without its own entry
     # in connector_tenant_roots (default: <data_dir>/inbox/<tenant>, one inbox per tenant).
     connector_roots: list[Path] = Field(default_factory=list)

@@ -14,7 +14,8 @@ def cmd_retrieval(args) -> int:
     try:
         text = run_benchmark(
             args.dataset, ks=args.k, selectors=args.selector, out=Path(args.out), work=Path(args.work),
-            groups=args.groups, split=args.split, candidates=args.candidates,
+            groups=args.groups, split=args.split, candidates=args.candidates, seeds=args.seeds,
+            documents=args.documents, questions=args.questions,
         )
     except (FileNotFoundError, ValueError) as exc:
         print(f"orgmem bench: {exc}", file=sys.stderr)
@@ -24,15 +25,23 @@ def cmd_retrieval(args) -> int:
 
 
 def add_retrieval_arguments(p: argparse.ArgumentParser) -> None:
+    from bench.retrieval.datasets import DATASETS
     from bench.retrieval.variants import VARIANTS
 
-    p.add_argument("--dataset", required=True, choices=["locomo", "qmsum", "beam", "enron"])
+    p.add_argument("--dataset", required=True, choices=DATASETS)
     p.add_argument("--k", type=int, nargs="+", default=[10, 20], help="budgets to score (default 10 20)")
     p.add_argument("--selector", nargs="+", default=None, choices=sorted(VARIANTS), metavar="VARIANT",
                    help=f"variants to compare (default: the reference set and the default); known: {', '.join(VARIANTS)}")
     p.add_argument("--split", choices=["all", "tune", "held-out"], default="all",
-                   help="groups to score: all, the tuning half (first half of the groups) or the held-out half")
+                   help="questions to score: all, the tuning half or the held-out half (first or second half of the "
+                        "groups; synthetic-org: of each seed's decision threads; jsonl: of the question lines)")
     p.add_argument("--groups", type=int, default=None, help="only the first N conversations/meetings/chats")
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3],
+                   help="synthetic-org: the organisations to generate, one tenant each (default 1 2 3)")
+    p.add_argument("--documents", type=Path, default=None, help="jsonl: documents in the ingest JSONL format")
+    p.add_argument("--questions", type=Path, default=None,
+                   help='jsonl: one question a line, {"q": ..., "gold": [source_id, ...], "as_of": ..., '
+                        '"version_source_id": ...}')
     p.add_argument("--candidates", type=int, default=200, help="C: rows fetched per leg and cached (default 200)")
     p.add_argument("--out", default="docs", help="folder for <dataset>.md and img/<dataset>.png (default docs)")
     p.add_argument("--work", default="bench/out/eval", help="cache of built data folders and candidates")
@@ -41,7 +50,8 @@ def add_retrieval_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None, prog: str = "python -m bench.retrieval") -> int:
     parser = argparse.ArgumentParser(prog=prog, description="retrieval quality on a public dataset from "
-                                     "../shared/data (no language model)")
+                                     "../shared/data, the synthetic organisation or your own JSONL files "
+                                     "(no language model)")
     add_retrieval_arguments(parser)
     args = parser.parse_args(argv)
     return args.handler(args)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,7 +20,7 @@ from pathlib import Path
 from schemas.documents import DocumentIn
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
-DATASETS = ("locomo", "qmsum", "beam", "enron")
+DATASETS = ("locomo", "qmsum", "beam", "enron", "synthetic-org", "jsonl")
 LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 
 
@@ -32,7 +34,12 @@ class Question:
     text: str
     category: str
     group: str  # the tenant the question is scoped to
-    gold: tuple[str, ...]  # source ids of the gold documents (source = Dataset.source)
+    gold: tuple[str, ...]  # source ids of the gold documents (source = Dataset.source_for)
+    as_of: datetime | None = None  # the scope's bounds, as a query would pass them
+    known_at: datetime | None = None
+    version: str | None = None  # source id of the version that holds at the asked date
+    superseded: tuple[str, ...] = ()  # source ids of the versions it replaced
+    half: str | None = None  # "tune" or "held-out" where the dataset splits its own questions
 
 
 @dataclass
@@ -49,15 +56,35 @@ class Dataset:
     groups: list[Group]
     questions: list[Question]
     dropped: Counter = field(default_factory=Counter)  # reason -> questions (or ids) dropped
+    sources: dict[str, str] = field(default_factory=dict)  # source id -> source, where sources are mixed
+
+    def source_for(self, source_id: str) -> str:
+        return self.sources.get(source_id, self.source)
 
     def slice(self, groups: int) -> Dataset:
         """The first `groups` groups and their questions (for fast tests)."""
         keep = self.groups[:groups]
         keys = {g.key for g in keep}
-        return Dataset(self.name, self.source, keep, [q for q in self.questions if q.group in keys], self.dropped)
+        return Dataset(self.name, self.source, keep, [q for q in self.questions if q.group in keys], self.dropped,
+                       self.sources)
 
 
-def load(name: str, root: Path = SHARED_DATA, work_dir: Path | None = None) -> Dataset:
+def load(name: str, root: Path = SHARED_DATA, work_dir: Path | None = None, *, seeds: Sequence[int] = (1, 2, 3),
+         documents: Path | None = None, questions: Path | None = None, log=sys.stderr) -> Dataset:
+    """A dataset by name. `synthetic-org` is generated under work_dir from `seeds`; `jsonl` reads
+    the `documents` and `questions` files (bad lines are reported on `log` and left out)."""
+    if name == "synthetic-org":
+        from bench.retrieval.synthetic_org import load_synthetic_org
+
+        if work_dir is None:
+            raise ValueError("work_dir: the organisation is generated there; required for dataset 'synthetic-org'")
+        return load_synthetic_org(seeds, work_dir)
+    if name == "jsonl":
+        from bench.retrieval.jsonl import load_jsonl
+
+        if documents is None or questions is None:
+            raise ValueError("dataset 'jsonl' needs --documents FILE and --questions FILE")
+        return load_jsonl(Path(documents), Path(questions), log=log)
     if name == "locomo":
         return load_locomo(root / "locomo" / "locomo10.json")
     if name == "qmsum":

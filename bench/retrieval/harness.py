@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bench.retrieval.lexical_legs import legs_for
 from bench.retrieval.metrics import Scores, score_question
 from bench.retrieval.store import Candidates, GroupRows, QuestionCandidates
 from services.core.ranking import RowFields, fuse, pool_of, rank
@@ -23,7 +24,7 @@ from services.core.selection import Pool
 # disjunctive BM25, C = 200, γ = 60; w_lex = 1, w_vec = 2 unless a variant says otherwise.
 REFERENCE = RetrievalConfig(
     weights={"lex": 1.0, "tag": 0.0, "vec": 2.0}, candidates=200, k=20, gamma=60.0, reserve=0,
-    conjunctive=False, selector="rrf",
+    lexical_match="any", selector="rrf",
 )
 
 
@@ -48,20 +49,21 @@ class GroupIndex:
 
 def question_pool(q: QuestionCandidates, index: GroupIndex, config: RetrievalConfig) -> Pool:
     """The fused pool the read path would hand its selector for `q` under `config`."""
-    return pool_of(fuse(q.legs, index.fields, config), index.fields)
+    return pool_of(fuse(legs_for(q, config), index.fields, config), index.fields)
 
 
 def replay_question(q: QuestionCandidates, index: GroupIndex, config: RetrievalConfig, k: int) -> list[str]:
     """The first k rows the read path would return for `q` under `config` (reserve included)."""
-    ranking = rank(q.legs, index.fields, q.query, index.vectors_for, config.with_overrides(k=k),
-                   reversed(index.rows.ids))
+    # A dated question's reserve may only fall back on rows of its scope, as the row store's is.
+    scope = index.rows.ids if q.scope_ids is None else [r for r in q.scope_ids if r in index.at]
+    ranking = rank(legs_for(q, config), index.fields, q.query, index.vectors_for, config.with_overrides(k=k), reversed(scope))
     return [p.row_id for p in ranking.picks]
 
 
 def evaluate(candidates: Candidates, config: RetrievalConfig, ks: Sequence[int] = (10, 20),
-             groups: set[str] | None = None) -> Scores:
-    """Per-category recall@k and complete coverage@k of `config` over the cached questions
-    (optionally only those of `groups`)."""
+             groups: set[str] | None = None, questions: set[str] | None = None) -> Scores:
+    """Per-category metrics@k (`score_question`) of `config` over the cached questions, optionally
+    only those of `groups` and only those whose id is in `questions`."""
     indexes = {key: GroupIndex(rows) for key, rows in candidates.groups.items()}
     threads: dict[str, Mapping[str, str | None]] = {
         key: dict(zip(rows.ids, rows.threads, strict=True)) for key, rows in candidates.groups.items()
@@ -69,20 +71,22 @@ def evaluate(candidates: Candidates, config: RetrievalConfig, ks: Sequence[int] 
     scores = Scores()
     top = max(ks)
     for q in candidates.questions:
-        if groups is not None and q.group not in groups:
+        if (groups is not None and q.group not in groups) or (questions is not None and q.qid not in questions):
             continue
+        versions = {"version": q.version, "superseded": q.superseded}
         if config.reserve <= 0:
             # Without a reserve every selector's answer for a smaller k is a prefix of the larger one.
             selected = replay_question(q, indexes[q.group], config, top)
-            values = score_question(selected, q.gold, ks, threads[q.group])
+            values = score_question(selected, q.gold, ks, threads[q.group], **versions)
         else:
             values = {}
             for k in ks:
-                values.update(score_question(replay_question(q, indexes[q.group], config, k), q.gold, [k], threads[q.group]))
+                values.update(score_question(replay_question(q, indexes[q.group], config, k), q.gold, [k],
+                                             threads[q.group], **versions))
         scores.add(q.category, values)
     return scores
 
 
 def evaluate_variants(candidates: Candidates, variants: Sequence[Variant], ks: Sequence[int] = (10, 20),
-                      groups: set[str] | None = None) -> dict[str, Scores]:
-    return {v.name: evaluate(candidates, v.config, ks, groups) for v in variants}
+                      groups: set[str] | None = None, questions: set[str] | None = None) -> dict[str, Scores]:
+    return {v.name: evaluate(candidates, v.config, ks, groups, questions) for v in variants}

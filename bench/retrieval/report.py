@@ -8,37 +8,42 @@ from pathlib import Path
 from bench.retrieval.metrics import ALL, Scores
 
 
-def metric_names(ks: Sequence[int], coverage: bool) -> list[str]:
-    names = [f"recall@{k}" for k in ks]
-    if coverage:
-        names += [f"coverage@{k}" for k in ks]
-    return names
+def metric_names(ks: Sequence[int], coverage: bool, families: Sequence[str] | None = None) -> list[str]:
+    """`<family>@<k>` per family and budget; families default to recall (and coverage)."""
+    chosen = families or (("recall", "coverage") if coverage else ("recall",))
+    return [f"{family}@{k}" for family in chosen for k in ks]
 
 
-def overall_table(results: Mapping[str, Scores], ks: Sequence[int], coverage: bool = True) -> str:
+def _cell(value: float) -> str:
+    return "–" if value != value else f"{value:.3f}"  # NaN: no question of that kind has the metric
+
+
+def overall_table(results: Mapping[str, Scores], ks: Sequence[int], coverage: bool = True,
+                  families: Sequence[str] | None = None) -> str:
     """One row per variant: the metrics over all questions, and the question count."""
-    names = metric_names(ks, coverage)
+    names = metric_names(ks, coverage, families)
     lines = ["| selection | " + " | ".join(names) + " | questions |", "|---|" + "---|" * (len(names) + 1)]
     for variant, s in results.items():
-        cells = [f"{s.mean(ALL, n):.3f}" for n in names]
+        cells = [_cell(s.mean(ALL, n)) for n in names]
         lines.append(f"| {variant} | " + " | ".join(cells) + f" | {s.counts.get(ALL, 0)} |")
     return "\n".join(lines)
 
 
 def category_table(results: Mapping[str, Scores], metric: str) -> str:
-    """One row per variant, one column per category, for one metric."""
-    cats = next(iter(results.values())).categories() if results else []
-    lines = [f"| {metric} | " + " | ".join(f"{c} (n={next(iter(results.values())).counts[c]})" for c in cats) + " |",
+    """One row per variant, one column per category, for one metric (n: questions that have it)."""
+    first = next(iter(results.values())) if results else None
+    cats = [c for c in first.categories() if first.count(c, metric)] if first else []
+    lines = [f"| {metric} | " + " | ".join(f"{c} (n={first.count(c, metric)})" for c in cats) + " |",
              "|---|" + "---|" * len(cats)]
     for variant, s in results.items():
-        lines.append(f"| {variant} | " + " | ".join(f"{s.mean(c, metric):.3f}" for c in cats) + " |")
+        lines.append(f"| {variant} | " + " | ".join(_cell(s.mean(c, metric)) for c in cats) + " |")
     return "\n".join(lines)
 
 
 def write_markdown(path: Path, title: str, results: Mapping[str, Scores], ks: Sequence[int], coverage: bool,
-                   notes: Sequence[str] = ()) -> str:
-    parts = [f"## {title}", "", *notes, "", overall_table(results, ks, coverage), ""]
-    for name in metric_names(ks, coverage):
+                   notes: Sequence[str] = (), families: Sequence[str] | None = None) -> str:
+    parts = [f"## {title}", "", *notes, "", overall_table(results, ks, coverage, families), ""]
+    for name in metric_names(ks, coverage, families):
         parts += [category_table(results, name), ""]
     text = "\n".join(parts)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -46,14 +51,15 @@ def write_markdown(path: Path, title: str, results: Mapping[str, Scores], ks: Se
     return text
 
 
-def write_plot(path: Path, title: str, results: Mapping[str, Scores], ks: Sequence[int], coverage: bool) -> None:
+def write_plot(path: Path, title: str, results: Mapping[str, Scores], ks: Sequence[int], coverage: bool,
+               families: Sequence[str] | None = None) -> None:
     """Grouped bars: one group per metric@K, one bar per variant."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only; no display here
     import matplotlib.pyplot as plt
 
-    names = metric_names(ks, coverage)
+    names = metric_names(ks, coverage, families)
     variants = list(results)
     width = 0.8 / max(len(variants), 1)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(names) + 0.25 * len(variants)) + 2.5, 4.2))

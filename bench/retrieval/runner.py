@@ -6,13 +6,16 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.retrieval.datasets import load
+from bench.retrieval.datasets import Dataset, load
 from bench.retrieval.harness import evaluate_variants
+from bench.retrieval.lexical_legs import attach_lexical_legs
 from bench.retrieval.report import write_markdown, write_plot
 from bench.retrieval.store import Candidates, cached_candidates
 from bench.retrieval.variants import DEFAULT_SET, VARIANTS
 
 COVERAGE_DATASETS = {"locomo"}  # complete gold-session coverage is defined for LoCoMo's sessions
+# Datasets of dated, versioned records: every gold artefact found, and the version that holds ranked first.
+ORGANISATIONAL_DATASETS = {"synthetic-org", "jsonl"}
 
 
 def split_groups(candidates: Candidates, split: str, first: int | None = None) -> set[str] | None:
@@ -28,9 +31,25 @@ def split_groups(candidates: Candidates, split: str, first: int | None = None) -
     raise ValueError(f"split: expected all, tune or held-out, got {split!r}")
 
 
+def split_questions(data: Dataset, split: str) -> set[str] | None:
+    """Question ids of the split, for a dataset that splits its own questions (None: it does not)."""
+    if split == "all" or not any(q.half for q in data.questions):
+        return None
+    return {q.qid for q in data.questions if q.half == split}
+
+
+def _work_folder(work: Path, dataset: str, seeds: Sequence[int], documents: Path | None) -> Path:
+    if dataset == "synthetic-org":
+        return Path(work) / dataset / ("seeds-" + "-".join(map(str, seeds)))
+    if dataset == "jsonl" and documents is not None:
+        return Path(work) / dataset / Path(documents).stem
+    return Path(work) / dataset
+
+
 def run_benchmark(dataset: str, ks: Sequence[int] = (10, 20), selectors: Sequence[str] | None = None,
                   out: Path = Path("docs"), work: Path = Path("bench/out/eval"), groups: int | None = None,
-                  split: str = "all", candidates: int = 200, log=sys.stderr) -> str:
+                  split: str = "all", candidates: int = 200, log=sys.stderr, seeds: Sequence[int] = (1, 2, 3),
+                  documents: Path | None = None, questions: Path | None = None) -> str:
     """Score the named variants on `dataset`, write `<out>/<dataset>[-split].md` and
     `<out>/img/<dataset>[-split].png`, and return the markdown."""
     names = list(selectors or DEFAULT_SET)
@@ -39,19 +58,26 @@ def run_benchmark(dataset: str, ks: Sequence[int] = (10, 20), selectors: Sequenc
         raise ValueError(f"selector: unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
     if not ks or min(ks) <= 0:
         raise ValueError(f"k: expected positive budgets, got {list(ks)}")
-    folder = Path(work) / dataset
-    data = load(dataset, work_dir=folder)
+    folder = _work_folder(work, dataset, seeds, documents)
+    data = load(dataset, work_dir=folder, seeds=seeds, documents=documents, questions=questions, log=log)
     if groups:
         data = data.slice(groups)
         folder = folder / f"first-{groups}"
     cands = cached_candidates(data, folder, candidates, log=log)
-    chosen = split_groups(cands, split)
-    results = evaluate_variants(cands, [VARIANTS[n] for n in names], ks, chosen)
+    attach_lexical_legs(cands, data, folder, [VARIANTS[n].config for n in names], log=log)
+    own_split = split_questions(data, split)
+    chosen = None if own_split is not None else split_groups(cands, split)
+    results = evaluate_variants(cands, [VARIANTS[n] for n in names], ks, chosen, own_split)
     tag = dataset if split == "all" else f"{dataset}-{split}"
-    questions = next(iter(results.values())).counts.get("all", 0) if results else 0
-    notes = [f"{questions} questions; groups: {split}" + (f" (first {groups})" if groups else "") + ".",
+    asked = next(iter(results.values())).counts.get("all", 0) if results else 0
+    scope = f"seeds {', '.join(map(str, seeds))}; " if dataset == "synthetic-org" else ""
+    notes = [f"{asked} questions; {scope}{'questions' if own_split is not None else 'groups'}: {split}"
+             + (f" (first {groups})" if groups else "") + ".",
              "Dropped: " + ("; ".join(f"{reason}: {n}" for reason, n in sorted(cands.dropped.items())) or "none") + "."]
     coverage = dataset in COVERAGE_DATASETS
-    text = write_markdown(Path(out) / f"{tag}.md", f"{dataset} ({split})", results, ks, coverage, notes)
-    write_plot(Path(out) / "img" / f"{tag}.png", f"{dataset} ({split})", results, ks, coverage)
+    families = None
+    if dataset in ORGANISATIONAL_DATASETS:
+        families = ["recall", "complete"] + (["version"] if any(q.version for q in cands.questions) else [])
+    text = write_markdown(Path(out) / f"{tag}.md", f"{dataset} ({split})", results, ks, coverage, notes, families)
+    write_plot(Path(out) / "img" / f"{tag}.png", f"{dataset} ({split})", results, ks, coverage, families)
     return text

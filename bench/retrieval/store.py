@@ -51,6 +51,9 @@ class QuestionCandidates:
     query: np.ndarray  # (d,)
     legs: dict[str, list[tuple[str, float]]]  # leg -> ranked (row id, score), C at most
     gold: list[str]  # gold row ids (repeats mapped to the row they repeat)
+    version: str | None = None  # row id of the version that holds at the asked date
+    superseded: tuple[str, ...] = ()  # row ids of the versions it replaced
+    scope_ids: list[str] | None = None  # a dated question's in-scope row ids, in ingest order
 
 
 @dataclass
@@ -60,6 +63,7 @@ class Candidates:
     groups: dict[str, GroupRows]
     questions: list[QuestionCandidates]
     dropped: dict[str, int]
+    questions_digest: str | None = None  # of the questions fetched (None in caches written before it)
 
 
 def fingerprint(dataset: Dataset) -> str:
@@ -70,6 +74,14 @@ def fingerprint(dataset: Dataset) -> str:
             h.update(doc.model_dump_json().encode())
         for path in group.mail_paths:
             h.update(str(sorted(p.name for p in Path(path).rglob("*"))).encode())
+    return h.hexdigest()[:16]
+
+
+def questions_digest(dataset: Dataset) -> str:
+    """Changes when a question, its bounds or its gold change, so cached candidates are refetched."""
+    h = hashlib.sha256()
+    for q in dataset.questions:
+        h.update(repr((q.qid, q.text, q.group, q.gold, q.as_of, q.known_at, q.version, q.superseded)).encode())
     return h.hexdigest()[:16]
 
 
@@ -143,18 +155,27 @@ def _group_rows(memory: Memory, tenant: str) -> GroupRows:
 def fetch_candidates(memory: Memory, dataset: Dataset, candidates: int = 200) -> Candidates:
     """Each question's three legs (disjunctive BM25, tags, vectors; C rows each) in its own scope,
     as the read path fetches them (`Memory.query`, asked for no rows)."""
-    legs_only = RetrievalConfig(candidates=candidates, conjunctive=False, k=0, reserve=0, selector="rrf")
+    legs_only = RetrievalConfig(candidates=candidates, lexical_match="any", k=0, reserve=0, selector="rrf")
     groups = {g.key: _group_rows(memory, g.key) for g in dataset.groups}
     out, dropped = [], dict(dataset.dropped)
+    def rows(ids: tuple[str, ...]) -> list[str]:
+        return [r for sid in ids for r in gold_rows(memory, q.group, dataset.source_for(sid), (sid,))]
+
     for q in dataset.questions:
-        gold = gold_rows(memory, q.group, dataset.source, q.gold)
+        gold = rows(q.gold)
         if not gold:
             dropped["questions whose gold rows were not stored"] = dropped.get("questions whose gold rows were not stored", 0) + 1
             continue
-        found = memory.query(q.text, Scope(tenant=q.group), legs_only)
-        out.append(QuestionCandidates(q.qid, q.category, q.group, np.asarray(found.query_vector, np.float32),
-                                      found.legs, gold))
-    return Candidates(dataset.name, candidates, groups, out, dropped)
+        version = rows((q.version,)) if q.version else []
+        scope = Scope(tenant=q.group, as_of=q.as_of, known_at=q.known_at)
+        found = memory.query(q.text, scope, legs_only)
+        dated = q.as_of is not None or q.known_at is not None
+        out.append(QuestionCandidates(
+            q.qid, q.category, q.group, np.asarray(found.query_vector, np.float32), found.legs, gold,
+            version=version[0] if version else None,
+            superseded=tuple(r for r in dict.fromkeys(rows(q.superseded)) if r not in version),
+            scope_ids=[r.row_id for r in memory.rows_in_scope(scope)] if dated else None))
+    return Candidates(dataset.name, candidates, groups, out, dropped, questions_digest(dataset))
 
 
 def cached_candidates(dataset: Dataset, folder: Path, candidates: int = 200, log=sys.stderr) -> Candidates:
@@ -167,7 +188,9 @@ def cached_candidates(dataset: Dataset, folder: Path, candidates: int = 200, log
     path = folder / f"candidates-C{candidates}-v{CANDIDATE_CACHE_VERSION}-{precision}-{fingerprint(dataset)}.pkl"
     if path.exists():
         with open(path, "rb") as handle:
-            return pickle.load(handle)
+            cached = pickle.load(handle)
+        if cached.questions_digest in (None, questions_digest(dataset)):
+            return cached
     memory, lock = open_store(dataset, folder, log)
     try:
         result = fetch_candidates(memory, dataset, candidates)

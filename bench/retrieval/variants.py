@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bench.retrieval.harness import REFERENCE, Variant
+from services.core.retrieval_config import PRESETS
 
 
 def _v(name: str, **changes) -> tuple[str, Variant]:
@@ -45,3 +46,51 @@ COVERAGE_SET = dict([
 
 VARIANTS: dict[str, Variant] = {**REFERENCE_SET, **RRF_GRID, **COVERAGE_SET}
 DEFAULT_SET = [*REFERENCE_SET, "rrf-1-1-g5", "rrf-2-1-g10", *COVERAGE_SET]
+
+# Term-match rules of the lexical leg (services.core.term_match): the cached candidates' leg is
+# disjunctive ("any"); the other rules' legs are fetched once per rule (bench.retrieval.lexical_legs).
+_SESSIONS = {**_COVERAGE, "context_weight": 0.25, "coverage_every": 2, "coverage_threads": "lexical"}
+TERM_MATCH_SET = dict([
+    _v("bm25-all", weights={"lex": 1.0}, lexical_match="all"),
+    _v("bm25-adaptive", weights={"lex": 1.0}, lexical_match="adaptive"),
+    _v("rrf-1-1-g5-adaptive", weights={"lex": 1.0, "vec": 1.0}, gamma=5.0, lexical_match="adaptive"),
+    _v("coverage-sessions-all", **_SESSIONS, lexical_match="all"),
+    _v("coverage-sessions-adaptive", **_SESSIONS, lexical_match="adaptive"),
+])
+# The adaptive rule's shape: all terms up to a (1-2 content terms), then a share falling by s per term to a floor f.
+ADAPTIVE_GRID = dict(
+    _v(f"coverage-sessions-adaptive-{a}-{s:g}-{f:g}", **_SESSIONS, lexical_match="adaptive", lexical_all_up_to=a,
+       lexical_share_step=s, lexical_share_floor=f)
+    for a, s, f in [*((a, s, f) for a in (2, 3) for s in (0.1, 0.15, 0.25) for f in (0.2, 0.3, 0.5)),
+                    *((2, s, f) for s in (0.35, 0.5) for f in (0.1, 0.2, 0.3))]
+)
+# The server's presets as they are (tag leg, C, reserve and all), k set by the harness.
+PRESET_SET = {f"preset-{name}": Variant(f"preset-{name}", config) for name, config in PRESETS.items()}
+
+VARIANTS.update({**TERM_MATCH_SET, **ADAPTIVE_GRID, **PRESET_SET})
+# The same rules under thread coverage that follows the fused order ("coverage") or interleaves every third slot.
+_FUSED_COVERAGE = {**_COVERAGE, "context_weight": 0.25, "coverage_every": 2}
+_RULES = {f"{a}-{s:g}-{f:g}": {"lexical_match": "adaptive", "lexical_all_up_to": a, "lexical_share_step": s,
+                               "lexical_share_floor": f}
+          for a, s, f in ((2, 0.15, 0.3), (2, 0.25, 0.3), (2, 0.1, 0.5), (3, 0.1, 0.5))}
+COMBINED_GRID = dict([
+    *(_v(f"coverage-adaptive-{key}", **_FUSED_COVERAGE, **rule) for key, rule in _RULES.items()),
+    *(_v(f"coverage-sessions-every-3-adaptive-{key}", **{**_SESSIONS, "coverage_every": 3}, **rule)
+      for key, rule in _RULES.items()),
+])
+VARIANTS.update(COMBINED_GRID)
+# Around the chosen rule (2-0.25-0.3) under coverage-sessions: the tag leg, the recency reserve, more vector weight.
+_CHOSEN = {**_SESSIONS, **_RULES["2-0.25-0.3"]}
+AROUND_DEFAULT = dict([
+    _v("coverage-sessions-adaptive-tag", **{**_CHOSEN, "weights": {"lex": 1.0, "tag": 1.0, "vec": 1.0}}),
+    _v("coverage-sessions-adaptive-reserve-3", **_CHOSEN, reserve=3),
+    _v("coverage-sessions-adaptive-vec-2", **{**_CHOSEN, "weights": {"lex": 1.0, "vec": 2.0}}),
+    _v("coverage-sessions-adaptive-g10", **{**_CHOSEN, "gamma": 10.0}),
+])
+VARIANTS.update(AROUND_DEFAULT)
+# The default with fewer rows per leg (query time grows with C).
+AROUND_DEFAULT.update(dict(_v(f"coverage-sessions-adaptive-c{c}", **_CHOSEN, candidates=c) for c in (100, 150)))
+VARIANTS.update(AROUND_DEFAULT)
+AROUND_DEFAULT.update(dict(_v(f"coverage-sessions-adaptive-c100-g{g:g}", **{**_CHOSEN, "gamma": float(g)}, candidates=100)
+                           for g in (3, 10)))
+VARIANTS.update(AROUND_DEFAULT)

@@ -21,10 +21,17 @@ PRIVATE_FILE, PRIVATE_DIR = 0o600, 0o700
 def _private_file(path: Path) -> None:
     """Create `path` 0600 if it is missing; drop group and other bits from it and its sidecars."""
     path.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
-    try:
-        os.close(os.open(path, os.O_RDONLY | os.O_CREAT, PRIVATE_FILE))
-    except OSError:
-        return  # a read-only file or folder: SQLite reports what it cannot do itself
+    # Never open an existing database outside SQLite: closing any descriptor of a file drops every
+    # POSIX lock this process holds on it, those of SQLite connections already open included. Another
+    # process then takes the file as unused, checkpoints and deletes its WAL index under them, and the
+    # open connections read a malformed database (seen after an online backup).
+    if not path.exists():
+        try:
+            os.close(os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE))
+        except FileExistsError:
+            pass  # created meanwhile by another process, which holds no lock of ours
+        except OSError:
+            return  # a read-only folder: SQLite reports what it cannot do itself
     for each in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}-journal")):
         try:
             mode = each.stat().st_mode & 0o777

@@ -12,14 +12,16 @@ from services.api import problems
 from services.api.auth import Authenticator
 from services.api.metrics import Metrics
 from services.api.middleware import BodyLimit, LimitsAndMetrics
-from services.api.routes import connectors, keys, maintenance, ops
+from services.api.routes import backups, connectors, console, erasures, keys, maintenance, ops
 from services.api.routes import (
     memory as memory_routes,  # `memory` names the Memory below
 )
+from services.api.tracing import RequestSpans
 from services.app.audit import create_key_audited
 from services.app.memory import Memory
 from services.bootstrap import server_parts
 from services.errors import OrgmemError
+from services.mcp import http as mcp_http
 from services.settings import Settings
 
 
@@ -52,6 +54,8 @@ def create_app(settings: Settings, memory: Memory, on_close=None) -> FastAPI:
         state: AppState = app.state.orgmem
         state.indexer.start()
         yield
+        if (holds := getattr(state.parts, "holds", None)) is not None:  # a backup's hold must not keep
+            holds.close()  # the indexer from stopping
         state.indexer.stop()
         state.indexer.join(timeout=30)
         state.parts.close()
@@ -66,12 +70,15 @@ def create_app(settings: Settings, memory: Memory, on_close=None) -> FastAPI:
     app.state.orgmem = AppState(settings, memory)
     bootstrap_admin_key(settings, app.state.orgmem)
     problems.install(app)
-    for module in (ops, memory_routes, keys, connectors, maintenance):
+    for module in (ops, memory_routes, keys, connectors, maintenance, console, backups, erasures):
         app.include_router(module.router)
+    mcp_http.mount(app)  # MCP (Streamable HTTP) at /mcp, authenticated as the routes are
     # Starlette runs the last added outermost: CORS answers preflights before auth, then limits and metrics.
     app.add_middleware(BodyLimit, limits=settings.limits)
     app.add_middleware(LimitsAndMetrics, limits=settings.limits)
     if settings.auth.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.auth.cors_origins, allow_credentials=False,
                            allow_methods=["GET", "POST", "DELETE"], allow_headers=["Authorization", "Content-Type"])
+    if app.state.orgmem.parts.tracer is not None:  # outermost: the request's span covers every layer
+        app.add_middleware(RequestSpans, tracer=app.state.orgmem.parts.tracer)
     return app

@@ -166,11 +166,13 @@ class Authenticator:
         self.enabled, self.keys, self.limits = auth.enabled, keys, settings.limits
         self.oidc = OidcVerifier(auth) if auth.enabled and auth.oidc_issuer else None
         storage = storage_url(settings)
-        self.limiter = RateLimiter(auth.rate_limit, storage, "orgmem-caller")
-        self.failures = RateLimiter(auth.failed_auth_limit, storage, "orgmem-auth-failure")  # per address
+        self.limiter = RateLimiter(auth.rate_limit, storage, "orgmem-caller", "auth.rate_limit")
+        self.failures = RateLimiter(auth.failed_auth_limit, storage, "orgmem-auth-failure",  # per address
+                                    "auth.failed_auth_limit")
         per_credential = auth.failed_auth_limit if auth.failed_auth_credential_limit is None \
             else auth.failed_auth_credential_limit
-        self.credential_failures = RateLimiter(per_credential, storage, "orgmem-auth-failure-credential")
+        self.credential_failures = RateLimiter(per_credential, storage, "orgmem-auth-failure-credential",
+                                               "auth.failed_auth_credential_limit")
         self.proxies = TrustedProxies(auth.trusted_proxies)
         self.in_flight = InFlight()
         self._slot_count = max(1, auth.failed_auth_verify_slots)
@@ -210,10 +212,11 @@ class Authenticator:
         by_address, by_credential = self.failures.hit(client), self.credential_failures.hit(credential)
         if by_address.allowed and by_credential.allowed:
             raise failed
-        verdict, what = (by_address, "from this address") if not by_address.allowed else \
-            (by_credential, "with this credential")
-        raise ApiProblem(429, "Too many failed attempts", f"credentials: too many failed attempts {what} "
-                         f"({verdict.limit}); wait and retry", "rate-limited", {"Retry-After": str(verdict.retry_after_s)})
+        limiter, verdict, what = (self.failures, by_address, f"from this address ({client})") \
+            if not by_address.allowed else (self.credential_failures, by_credential, "with this credential")
+        raise ApiProblem(429, "Too many failed attempts", "credentials: too many failed attempts: "
+                         + limiter.refusal(verdict, f"that fail, {what}"), "rate-limited",
+                         {"Retry-After": str(verdict.retry_after_s)})
 
     async def authenticate(self, token: str | None, client: str) -> tuple[Caller, str]:
         """The caller and its rate-limit identity; raises ApiProblem for 401 and 429."""
@@ -235,8 +238,8 @@ class Authenticator:
     def admit(self, identity: str) -> None:
         verdict = self.limiter.hit(identity)
         if not verdict.allowed:
-            raise ApiProblem(429, "Too many requests", f"rate limit {verdict.limit} reached; retry in "
-                             f"{verdict.retry_after_s} s", "rate-limited", {"Retry-After": str(verdict.retry_after_s)})
+            raise ApiProblem(429, "Too many requests", "rate limit reached: " + self.limiter.refusal(
+                verdict, f"per caller, for {identity}"), "rate-limited", {"Retry-After": str(verdict.retry_after_s)})
 
     def enter(self, identity: str) -> None:
         cap = self.limits.max_in_flight_per_caller  # read per request, so a changed setting applies at once
@@ -252,10 +255,12 @@ async def current_caller(request: Request, credentials: Annotated[HTTPAuthorizat
     """The caller, held in flight for the rest of the request (its slot is freed when it ends)."""
     authenticator: Authenticator | None = getattr(request.app.state.orgmem, "auth", None)
     if authenticator is None or not authenticator.enabled:
+        request.state.tenant = Caller().tenant  # for the request's span (services.api.tracing)
         yield Caller()  # auth disabled: the embedded profile's single admin of the default tenant
         return
     token = credentials.credentials if credentials else None
     caller, identity = await authenticator.authenticate(token, authenticator.client_address(request))
+    request.state.tenant = caller.tenant
     await run_in_threadpool(authenticator.admit, identity)
     authenticator.enter(identity)
     try:

@@ -16,6 +16,9 @@ class Metrics:
         self.documents = Counter("orgmem_documents_ingested", "Documents appended to the log", registry=self.registry)
         self.log_head = Gauge("orgmem_log_head_position", "Last log position", registry=self.registry)
         self.applied = Gauge("orgmem_indexer_applied_position", "Last position applied to the projections", registry=self.registry)
+        self.log_behind = Gauge("orgmem_log_behind_projections",
+                                "1 while the log's head is behind the projections' checkpoint (the log lost events)",
+                                registry=self.registry)
         self.indexer_errors = Gauge("orgmem_indexer_errors", "Indexer batches that failed and were retried", registry=self.registry)
         self.rows = Gauge("orgmem_rows", "Rows by state", ["state"], registry=self.registry)
         self.indexer_paused = Gauge("orgmem_indexer_paused", "1 while the indexer waits for free space", registry=self.registry)

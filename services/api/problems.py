@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from services.errors import (
     BackendUnavailable,
     Conflict,
+    Gone,
     Invalid,
     KeyRequestError,
     NotFound,
@@ -88,6 +89,7 @@ ERRORS: dict[type[Exception], Rule | Callable[[Exception], Rule]] = {
                                              detail=lambda e: str(e.detail)),
     KeyRequestError: Rule(422, "Invalid request", "invalid-request"),  # a key request's fields, as a model error
     NotFound: Rule(404, "Not found", "not-found"),
+    Gone: Rule(410, "Gone", "gone"),
     RunConflict: Rule(409, "Run cannot be reverted", "conflict", extra=_path_run_id),
     Conflict: Rule(409, "Conflict", "conflict"),
     NotReady: Rule(503, "Not indexed yet", "not-indexed", {"Retry-After": "1"}, extra=lambda *_: {"retry_after_s": 1}),

@@ -21,8 +21,21 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Verdict:
     allowed: bool
-    limit: str = ""
+    limit: str = ""  # the window that refused, as the library writes it ("50 per 1 second")
     retry_after_s: int = 0
+    window: str = ""  # the same for people ("50 requests per second")
+
+
+def window_text(item) -> str:
+    """A `limits` item as people read it: "50 requests per second", "2 requests per 5 minutes"."""
+    unit = item.GRANULARITY.name
+    per = unit if item.multiples == 1 else f"{item.multiples} {unit}s"
+    return f"{item.amount} request{'s' if item.amount != 1 else ''} per {per}"
+
+
+def env_var(setting: str) -> str:
+    """The environment variable of a setting: auth.rate_limit -> ORGMEM_AUTH__RATE_LIMIT."""
+    return "ORGMEM_" + setting.replace(".", "__").upper()
 
 
 def storage_url(settings) -> str:
@@ -39,12 +52,13 @@ class RateLimiter:
     the API. Authentication is not affected by this choice.
     """
 
-    def __init__(self, limits: str, storage: str = "memory://", namespace: str = "orgmem"):
+    def __init__(self, limits: str, storage: str = "memory://", namespace: str = "orgmem",
+                 setting: str = "auth.rate_limit"):
         try:
             self.items = parse_many(limits) if limits.strip() else []
         except ValueError as exc:
-            raise OrgmemError(f"auth.rate_limit: cannot parse {limits!r}: {exc}") from None
-        self.namespace = namespace
+            raise OrgmemError(f"{setting}: cannot parse {limits!r}: {exc}") from None
+        self.namespace, self.spec, self.setting = namespace, limits, setting
         try:
             self._limiter = SlidingWindowCounterRateLimiter(storage_from_string(storage))
         except Exception as exc:  # the library raises its own and its driver's errors here
@@ -58,7 +72,7 @@ class RateLimiter:
                 if not allowed:
                     stats = self._limiter.get_window_stats(item, self.namespace, identity)
                     wait = max(1, int(stats.reset_time - time.time() + 0.999))
-                    return Verdict(False, str(item), wait)
+                    return Verdict(False, str(item), wait, window_text(item))
             except Exception as exc:  # storage outage: fail open, see the class docstring
                 now = time.monotonic()
                 if now - self._warned_at > 60:
@@ -66,6 +80,11 @@ class RateLimiter:
                     log.warning("rate limit storage unavailable, letting requests pass: %s", type(exc).__name__)
                 return Verdict(True)
         return Verdict(True)
+
+    def refusal(self, verdict: Verdict, subject: str) -> str:
+        """What a 429 says: the window that refused, for whom, the setting and how to raise it."""
+        return (f"{verdict.window} {subject} (setting {self.setting} = {self.spec!r}; an operator raises it "
+                f"with {env_var(self.setting)}); retry in {verdict.retry_after_s} s")
 
     def test(self, identity: str) -> bool:
         """Whether one more hit would pass every window, without counting it."""

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from schemas.events import LoggedEvent
 from services.app.disk import is_disk_full
-from services.errors import OrgmemError, StorageFull
+from services.errors import LogRewound, OrgmemError, StorageFull
 from services.ports import BatchStats, EventFeed, EventLog, Projection
 
 log = logging.getLogger(__name__)
@@ -111,11 +111,27 @@ class LogFeed:
         pass
 
 
+def rewound(head: int, checkpoint: int) -> str | None:
+    """Why the log cannot be followed any more, when its head is behind the projections."""
+    if head >= checkpoint:
+        return None
+    return (f"the log's head ({head}) is behind the projections' checkpoint ({checkpoint}): the log lost "
+            "events, and positions handed out again would be skipped. Restore the log, or rebuild the "
+            "projections from it as it is (`orgmem rebuild`) if that loss is accepted")
+
+
 class GroupIndexer:
+    """Positions are never reused: a batch at or below the checkpoint after a seek, or a log head
+    behind it (checked when idle, every `head_check_s`), means the log lost events. The indexer
+    then stops (`halted` says why) instead of skipping the new events as already applied."""
+
     def __init__(self, projector: Projection, feed: EventFeed, checkpoint: Callable[[], int], batch: int = 256,
-                 poll_s: float = 0.5, heartbeat: Path | None = None):
+                 poll_s: float = 0.5, heartbeat: Path | None = None, head: Callable[[], int] | None = None,
+                 head_check_s: float = 10.0):
         self.projector, self.feed, self.batch, self.poll_s = projector, feed, batch, poll_s
-        self.checkpoint = checkpoint
+        self.checkpoint, self.head, self.head_check_s = checkpoint, head, head_check_s
+        self._head_checked = 0.0
+        self.halted: str | None = None
         # Touched after every loop turn: a container health check reads its age.
         self.heartbeat = heartbeat
         self._fed_up_to: int | None = None  # position the feed will continue after
@@ -131,13 +147,26 @@ class GroupIndexer:
             self._fed_up_to = checkpoint
         events = self.feed.poll(self.batch, self.poll_s)
         if not events:
+            self._check_head(checkpoint)
             return BatchStats()
+        if events[0].position <= checkpoint:
+            self._fed_up_to = None  # the feed moved past these events: seek again on any next step
+            raise LogRewound(f"the log handed out position {events[0].position} again, at or below the "
+                             f"projections' checkpoint ({checkpoint}): it lost events")
         stats = self.projector.apply(events)
         self._fed_up_to = events[-1].position
         # Only after the projections hold the batch: a crash before this line redelivers it.
         self.feed.commit(events[-1].position)
         self.applied_events += stats.events
         return stats
+
+    def _check_head(self, checkpoint: int) -> None:
+        if self.head is None or time.monotonic() - self._head_checked < self.head_check_s:
+            return
+        self._head_checked = time.monotonic()
+        reason = rewound(self.head(), checkpoint)
+        if reason:
+            raise LogRewound(reason)
 
     def run(self) -> None:
         while not self._stop.is_set():
@@ -148,6 +177,10 @@ class GroupIndexer:
                 if stats.events:
                     log.info("indexed %d events (%d rows, %d skipped) up to position %d in %.2f s", stats.events,
                              stats.rows_added, stats.skipped, self.projector.applied, stats.seconds)
+            except LogRewound as exc:
+                self.halted = str(exc)
+                log.error("indexer stopped: %s", exc)
+                return
             except OrgmemError as exc:
                 # Unreachable backend, or fenced by a rebuild / another member: the checkpoint did
                 # not move, so re-read it and retry the batch.

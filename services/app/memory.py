@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from schemas.documents import DocumentIn
 from schemas.events import DocumentObserved, Event, LoggedEvent
 from schemas.rows import Row, RowChange
-from services.app.retrieval import Retrieval, Retriever
+from services.app.retrieval import Retrieval, Retriever, versions_in_view
 from services.core.caller import SYSTEM, Caller
 from services.core.retrieval_config import PRESETS, RetrievalConfig
 from services.core.scope import PUBLIC_ACL, Scope, acl_tokens
+from services.core.versions import Version
 from services.core.write_path import SkippedDocument
 from services.core.write_rules import is_connector_source, row_id_for
-from services.errors import Invalid, NotFound, NotReady, OrgmemError
+from services.errors import Gone, Invalid, NotFound, NotReady, OrgmemError
 from services.ports import (
     Embedder,
     EventLog,
@@ -43,7 +44,9 @@ class IngestResult:
 def append_documents(event_log: EventLog, documents: Sequence[DocumentIn], caller: Caller) -> IngestResult:
     """The write path up to durability: one DocumentObserved per document, appended as one atomic
     batch. Needs only the log, so it runs in processes that do not own the projections."""
-    events = [DocumentObserved(tenant=caller.tenant, row_id=row_id_for(caller.tenant, d), document=d) for d in documents]
+    # A sealing log keys the ids of texts (services/app/sealing.py); a plain one hashes them.
+    id_for = getattr(event_log, "row_id_for", row_id_for)
+    events = [DocumentObserved(tenant=caller.tenant, row_id=id_for(caller.tenant, d), document=d) for d in documents]
     logged = event_log.append(events)
     return IngestResult([e.row_id for e in events], logged[-1].position if logged else event_log.head())
 
@@ -108,6 +111,8 @@ class Memory:
         row = self._rows.get(row_id)
         if row is None or not self._may_read(row, caller):
             skipped = self._rows.skipped(row_id)
+            if skipped is not None and skipped.reason == "erased" and skipped.tenant == caller.tenant:
+                raise Gone(f"row {row_id} was erased")
             original = self._rows.get(skipped.duplicate_of) if skipped and skipped.duplicate_of else None
             # Name the row a skipped document repeats only when the caller may read that row.
             if original is not None and original.row_id != row_id and self._may_read(original, caller):
@@ -120,6 +125,10 @@ class Memory:
         if not rows:
             raise NotFound(f"thread {thread} not found")
         return rows
+
+    def versions(self, rows: Sequence[Row], caller: Caller = SYSTEM) -> dict[str, Version]:
+        """The version of each row that the caller's current view holds (an archived row has none)."""
+        return versions_in_view(self._rows, list(rows), Scope(tenant=caller.tenant, readers=caller.readers))
 
     @staticmethod
     def _may_read(row: Row, caller: Caller) -> bool:
@@ -167,6 +176,14 @@ class Memory:
         """Every row of the scope at once (maintenance's candidates; no access list applies)."""
         return self._rows.in_scope(scope, limit)
 
+    def export_page(self, tenant: str | None, after: tuple[int, str] | None, limit: int
+                    ) -> list[tuple[Row, list[RowChange]]]:
+        """One page of stored rows with their histories, in (ingest position, row id) order after
+        `after` (an export; no access list applies here: the export use case applies the caller's)."""
+        rows = self._rows.page(tenant, after, limit)
+        histories = self._rows.histories([r.row_id for r in rows])
+        return [(row, histories.get(row.row_id, [])) for row in rows]
+
     def stored_vectors(self, row_ids: Sequence[str]) -> dict:
         return self._vectors.vectors(row_ids)
 
@@ -199,9 +216,23 @@ class Memory:
         self._vectors.reset()
         return self.projection.catch_up(progress=progress)
 
+    def purge_rows(self, tenant: str, row_ids: Sequence[str]) -> list[str]:
+        """Erase rows from every projection now (services/app/erasure.py); only the process that
+        projects can. Returns the ids that were stored rows."""
+        purge = getattr(self.projection, "purge", None)
+        if purge is None:
+            raise OrgmemError("this process does not project the log; the `orgmem indexer` processes purge erased rows")
+        return purge(tenant, row_ids)
+
+    def forget_vectors(self, texts: Sequence[str]) -> int:
+        """Drop the cached document vectors of these texts (as encoded: `embedding_text`)."""
+        forget = getattr(self._embedder, "forget", None)
+        return forget(texts) if forget else 0
+
     def close(self) -> None:
         self._retriever.close()
-        for part in (self._lexical, self._vectors, self._rows, self._log):
+        closable_embedder = [self._embedder] if hasattr(self._embedder, "close") else []  # its vector cache
+        for part in (self._lexical, self._vectors, self._rows, self._log, *closable_embedder):
             try:
                 part.close()
             except Exception:  # closing is best effort at shutdown

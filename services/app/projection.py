@@ -13,9 +13,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
-from schemas.events import LoggedEvent
+from schemas.events import ErasureRecorded, LoggedEvent
+from schemas.rows import Row
+from services.app.tracing import batch_attributes, span
 from services.core.write_path import embedding_text, plan_batch
 from services.errors import NotReady, OrgmemError
 from services.ports import (
@@ -39,16 +42,28 @@ class Projector:
         vectors: VectorIndex,
         embedder: Embedder,
         batch_size: int = 256,
+        tracer=None,
     ):
         self.log, self.rows, self.lexical, self.vectors, self.embedder = log_, rows, lexical, vectors, embedder
         self.batch_size = batch_size
+        self.tracer = tracer  # OpenTelemetry's, or None: tracing off (services.app.tracing)
         self._applied = rows.applied_position()
         self._cond = threading.Condition()
         self._run_lock = threading.Lock()
+        # Held by each batch while it writes, and by `paused()`: a backup copies the projections
+        # between two batches, all three at one checkpoint.
+        self._batch_gate = threading.Lock()
 
     @property
     def applied(self) -> int:
         return self._applied
+
+    @contextmanager
+    def paused(self) -> Iterator[int]:
+        """No batch is applied inside (one in progress finishes first); yields the checkpoint
+        that the row store, the lexical index and the vector index all stand at meanwhile."""
+        with self._batch_gate:
+            yield self.rows.applied_position()
 
     def catch_up(self, until: int | None = None, progress=None) -> BatchStats:
         """Apply every event after the checkpoint (up to `until`), batch by batch."""
@@ -68,6 +83,17 @@ class Projector:
         return total
 
     def apply(self, events: Sequence[LoggedEvent]) -> BatchStats:
+        with self._batch_gate:
+            return self._apply(events) if self.tracer is None or not events else self._apply_traced(events)
+
+    def _apply_traced(self, events: Sequence[LoggedEvent]) -> BatchStats:
+        with span(self.tracer, "orgmem.projection.batch", batch_attributes(events)) as current:
+            stats = self._apply(events)
+            current.set_attributes({"orgmem.applied_events": stats.events, "orgmem.rows_added": stats.rows_added,
+                                    "orgmem.state_changes": stats.state_changes, "orgmem.skipped": stats.skipped})
+            return stats
+
+    def _apply(self, events: Sequence[LoggedEvent]) -> BatchStats:
         started = time.perf_counter()
         # Events at or below the row store's checkpoint are in every projection already (the
         # indexes are written before the row store commits), so delivering them again is a no-op.
@@ -75,6 +101,8 @@ class Projector:
         events = [e for e in events if e.position > checkpoint]
         if not events:
             return BatchStats(seconds=time.perf_counter() - started)
+        if any(isinstance(e.event, ErasureRecorded) for e in events):
+            return self._apply_erasures(events, started)
         plan = plan_batch(events, self.rows)
         for logged in plan.unknown:
             log.warning("event at %d names unknown row %s of tenant %s; ignored",
@@ -96,6 +124,57 @@ class Projector:
             events=len(events), rows_added=len(new_rows), state_changes=len(changed),
             skipped=len(plan.skipped), seconds=time.perf_counter() - started,
         )
+
+    def _apply_erasures(self, events: Sequence[LoggedEvent], started: float) -> BatchStats:
+        """A batch cut at each ErasureRecorded: the events before it are applied, then the erasure,
+        so that a row written earlier in the batch is purged too."""
+        total, segment = BatchStats(), []
+        for logged in [*events, None]:
+            if logged is not None and not isinstance(logged.event, ErasureRecorded):
+                segment.append(logged)
+                continue
+            if segment:
+                stats = self._apply(segment)
+                for field in ("events", "rows_added", "state_changes", "skipped"):
+                    setattr(total, field, getattr(total, field) + getattr(stats, field))
+                segment = []
+            if logged is not None:
+                self._purge(logged.event.tenant, logged.event.row_ids, logged.position)
+                total.events += 1
+        total.seconds = time.perf_counter() - started
+        return total
+
+    def purge(self, tenant: str, row_ids: Sequence[str]) -> list[str]:
+        """Erase rows from every projection out of band (`services.app.erasure.purge_erased`, after
+        a restore); the checkpoint stays where it is. Returns the ids that were stored rows."""
+        with self._batch_gate:
+            return self._purge(tenant, row_ids, None)
+
+    def _purge(self, tenant: str, row_ids: Sequence[str], position: int | None) -> list[str]:
+        """The indexes first and the row store last (it moves the checkpoint), as for a batch: a
+        crash in between applies the erasure again, which finds less to do."""
+        stored = self.rows.get_many(row_ids)
+        if stored:
+            forget = getattr(self.embedder, "forget", None)  # the vector cache keeps vectors by text
+            if forget is not None:
+                forget([embedding_text(r.title, r.text) for r in stored.values()])
+            self.vectors.delete(list(stored))
+            self.lexical.delete(list(stored), survivors=self._survivors)
+        erased = self.rows.erase(tenant, row_ids, position)
+        if position is not None:
+            with self._cond:
+                self._applied = max(self._applied, position)
+                self._cond.notify_all()
+        return erased
+
+    def _survivors(self) -> Iterator[Row]:
+        after = None
+        while True:
+            page = self.rows.page(None, after, 1000)
+            if not page:
+                return
+            yield from page
+            after = (page[-1].ingest_position, page[-1].row_id)
 
     def wait_for(self, position: int, timeout: float) -> bool:
         """Block until the projections have applied `position` (read-your-writes)."""

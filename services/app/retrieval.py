@@ -12,12 +12,15 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from schemas.rows import Row
-from services.core.ranking import Fusion, rank
+from services.app.tracing import Stage, record_query
+from services.core.ranking import Fusion, active_legs, rank
 from services.core.reserve import Pick
-from services.core.retrieval_config import RetrievalConfig
+from services.core.retrieval_config import RetrievalConfig, weights_problem
 from services.core.scope import Scope
 from services.core.text import content_terms, tag_candidates
-from services.ports import Embedder, Hit, LexicalIndex, RowStore, VectorIndex
+from services.core.versions import Version, versions, wanted
+from services.errors import Invalid
+from services.ports import Embedder, Hit, LexicalIndex, RowReader, RowStore, VectorIndex
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,8 @@ class Retrieval:
     leg_sizes: dict[str, int]
     timings_ms: dict[str, float] = field(default_factory=dict)
     legs: dict[str, list[tuple[str, float]]] = field(default_factory=dict)  # leg -> (row id, score), as ranked
-    query_vector: np.ndarray | None = None
+    query_vector: np.ndarray | None = None  # None when no stage needed it (no vector leg, no pursuit)
+    versions: dict[str, Version] = field(default_factory=dict)  # row id -> its version in the caller's view
 
 
 class Retriever:
@@ -51,35 +55,45 @@ class Retriever:
     wake-up again. The lexical stage is the shorter one, so its lag is hidden."""
 
     def __init__(self, rows: RowStore, lexical: LexicalIndex, vectors: VectorIndex, embedder: Embedder,
-                 lexical_workers: int = 4):
+                 lexical_workers: int = 4, tracer=None):
         self.rows, self.lexical, self.vectors, self.embedder = rows, lexical, vectors, embedder
+        self.tracer = tracer  # OpenTelemetry's, or None: tracing off (services.app.tracing)
         self._lexical = ThreadPoolExecutor(max_workers=lexical_workers, thread_name_prefix="orgmem-query-lexical")
 
     def close(self) -> None:
         self._lexical.shutdown(wait=False, cancel_futures=True)
 
     def retrieve(self, query: str, scope: Scope, config: RetrievalConfig) -> Retrieval:
+        if problem := weights_problem(config.weights):
+            raise Invalid(problem)
         timings: dict[str, float] = {}
-        clock = time.perf_counter()
+        clock = started = time.perf_counter()
+        stages: list[Stage] | None = [] if self.tracer is not None else None  # kept for spans only
 
         def lap(name: str) -> None:
             nonlocal clock
             now = time.perf_counter()
             timings[name] = round((now - clock) * 1000, 3)
+            if stages is not None:
+                stages.append((name, clock, now))
             clock = now
 
         if scope.known_at is not None:
             scope = replace(scope, inactive_at_known=self.rows.inactive_at(scope.tenant, scope.known_at))
             lap("known_at")  # the rows inactive at known_at, which every leg's scope needs
-        lexical = self._lexical.submit(self._lexical_stage, query, scope, config)
-        query_vector = self.embedder.encode([query])[0]
-        lap("embed")
+        lexical = self._lexical.submit(self._lexical_stage, query, scope, config, stages)
+        taking_part = active_legs(config)  # a leg of weight 0 is not run at all
+        query_vector = None
+        if "vec" in taking_part or config.selector == "pursuit":
+            query_vector = self.embedder.encode([query])[0]
+            lap("embed")
         legs, heads, newest, lexical_timings = lexical.result()
         timings.update(lexical_timings)
         lap("lexical_wait")  # what the lexical stage added after the embedding
-        legs["vec"] = self.vectors.search(query_vector, scope, config.candidates)
-        lap("vector")
-        heads.update(self.rows.heads([h.row_id for h in legs["vec"] if h.row_id not in heads]))
+        if "vec" in taking_part:
+            legs["vec"] = self.vectors.search(query_vector, scope, config.candidates)
+            lap("vector")
+            heads.update(self.rows.heads([h.row_id for h in legs["vec"] if h.row_id not in heads]))
         ranking = rank(
             {leg: [(h.row_id, h.score) for h in hits] for leg, hits in legs.items()},
             {**heads, **{head.row_id: head for head in newest}}, query_vector, self._vectors_for, config,
@@ -88,7 +102,11 @@ class Retriever:
         # Whole rows (texts included) only for what is returned: about half of what matched.
         rows = self.rows.get_many([p.row_id for p in ranking.picks])
         lap("rows")
+        found_versions = versions_in_view(self.rows, list(rows.values()), scope)
+        lap("versions")
         fusion = ranking.fusion
+        if stages is not None:
+            self._trace(query, scope, config, started, stages, legs, fusion, rows)
         return Retrieval(
             selected=self._describe([p for p in ranking.picks if p.row_id in rows], rows, fusion),
             matched=len(fusion.fused),
@@ -96,16 +114,19 @@ class Retriever:
             timings_ms=timings,
             legs=fusion.legs,
             query_vector=query_vector,
+            versions=found_versions,
         )
 
-    def _lexical_stage(self, query: str, scope: Scope, config: RetrievalConfig):
+    def _lexical_stage(self, query: str, scope: Scope, config: RetrievalConfig, stages: list[Stage] | None = None):
         """The lexical and tag legs, their rows' ranking fields, and the newest rows for the
         reserve's fill: everything of a query that does not need its embedding."""
         started = time.perf_counter()
-        legs: dict[str, list[Hit]] = {
-            "lex": self.lexical.search_text(content_terms(query), scope, config.candidates, config.conjunctive),
-            "tag": self.lexical.search_tags(tag_candidates(query), scope, config.candidates),
-        }
+        taking_part = active_legs(config)
+        legs: dict[str, list[Hit]] = {}
+        if "lex" in taking_part:
+            legs["lex"] = self.lexical.search_text(content_terms(query), scope, config.candidates, config.term_match)
+        if "tag" in taking_part:
+            legs["tag"] = self.lexical.search_tags(tag_candidates(query), scope, config.candidates)
         searched = time.perf_counter()
         heads = self.rows.heads([h.row_id for hits in legs.values() for h in hits])
         # C more than the reserve needs, so that enough remain once the vector leg's rows (C at
@@ -114,7 +135,25 @@ class Retriever:
         newest = self.rows.recent(scope, exclude=list(heads), limit=fill)
         done = time.perf_counter()
         timings = {"lexical": round((searched - started) * 1000, 3), "rows_lexical": round((done - searched) * 1000, 3)}
+        if stages is not None:
+            stages.extend((("lexical", started, searched), ("rows_lexical", searched, done)))
         return legs, heads, newest, timings
+
+    def _trace(self, query: str, scope: Scope, config: RetrievalConfig, started: float, stages: list[Stage],
+               legs: dict[str, list[Hit]], fusion: Fusion, rows: dict[str, Row]) -> None:
+        """The query's spans: sizes and settings only, the query's length but never its text."""
+        hits = {f"orgmem.hits.{leg}": len(found) for leg, found in legs.items()}
+        record_query(self.tracer, scope.tenant, started, stages, {
+            "orgmem.query.chars": len(query), "orgmem.k": config.k, "orgmem.candidates": config.candidates,
+            "orgmem.selector": config.selector, "orgmem.matched": len(fusion.fused), "orgmem.returned": len(rows),
+            **hits,
+        }, {
+            "lexical": {k: v for k, v in hits.items() if k != "orgmem.hits.vec"},
+            "vector": {k: v for k, v in hits.items() if k == "orgmem.hits.vec"},
+            "fuse": {"orgmem.fused": len(fusion.fused)},
+            "select": {"orgmem.k": config.k}, "reserve": {"orgmem.reserve": config.reserve},
+            "rows": {"orgmem.rows": len(rows)},
+        })
 
     def _vectors_for(self, row_ids) -> np.ndarray:
         stored = self.vectors.vectors(list(row_ids))
@@ -136,3 +175,13 @@ class Retriever:
                 leg_scores={leg: s[pick.row_id] for leg, s in leg_scores.items() if pick.row_id in s},
             ))
         return out
+
+
+def versions_in_view(rows: RowReader, found: list[Row], scope: Scope) -> dict[str, Version]:
+    """Each row's version of its thread in the view of `scope` (`services.core.versions`), from
+    one read of the row store for all their threads."""
+    if not found:
+        return {}
+    threads, row_ids = wanted(found)
+    fields = rows.versions_of(scope.tenant, threads, row_ids, scope.known_at)
+    return versions([row.row_id for row in found], fields, scope)

@@ -27,7 +27,7 @@ def cmd_indexer(args: argparse.Namespace) -> int:
     with open_memory(settings, role="indexer") as memory:
         feed = indexer_feed(settings, memory, args.group, batch)
         indexer = GroupIndexer(memory.projection, feed, memory.checkpoint, batch=batch, poll_s=settings.indexer_poll_s,
-                               heartbeat=Path(args.heartbeat) if args.heartbeat else None)
+                               heartbeat=Path(args.heartbeat) if args.heartbeat else None, head=memory.head)
 
         def stop(signum, _frame) -> None:
             log.info("indexer: signal %d, finishing the current batch", signum)
@@ -41,6 +41,9 @@ def cmd_indexer(args: argparse.Namespace) -> int:
             indexer.run()
         finally:
             feed.close()
+    if indexer.halted:
+        print(f"orgmem indexer: {indexer.halted}", file=sys.stderr, flush=True)
+        return 3
     return 0
 
 

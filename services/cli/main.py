@@ -12,7 +12,6 @@ from pathlib import Path
 
 from services.cli.common import (
     index_log,
-    parse_time,
     print_progress,
     read_jsonl,
     settings_from,
@@ -22,7 +21,7 @@ from services.errors import OrgmemError
 log = logging.getLogger("orgmem")
 
 # Modules with a `register(command, subparsers)` function that add their own sub-commands.
-COMMAND_GROUPS = ["services.cli.connect", "services.cli.demo", "services.cli.maintenance", "services.cli.cluster", "services.cli.bench", "services.cli.keys"]
+COMMAND_GROUPS = ["services.cli.query", "services.cli.connect", "services.cli.demo", "services.cli.maintenance", "services.cli.cluster", "services.cli.bench", "services.cli.keys", "services.cli.backup", "services.cli.mcp", "services.cli.erase"]
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -43,26 +42,6 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if not args.no_index:
         index_log(settings)
     return 1 if errors and not documents else 0
-
-
-def cmd_query(args: argparse.Namespace) -> int:
-    from services.bootstrap import open_memory
-    from services.core.caller import Caller
-    from services.core.evidence import render_evidence
-
-    with open_memory(settings_from(args)) as memory:
-        memory.catch_up()
-        config = memory.config_for(args.preset, k=args.k, reserve=args.reserve, selector=args.selector)
-        scope = memory.scope_for(Caller(), as_of=args.as_of, known_at=args.known_at)
-        result = memory.query(args.text, scope, config)
-        if args.json:
-            print(json.dumps([{"rank": s.rank, "row_id": s.row.row_id, "reason": s.reason,
-                               "date": s.row.event_time.isoformat() if s.row.event_time else None,
-                               "author": s.row.author, "kind": s.row.kind, "leg_ranks": s.leg_ranks,
-                               "fused_score": s.fused_score, "text": s.row.text} for s in result.selected], indent=1))
-        else:
-            print(render_evidence([s.row for s in result.selected]))
-    return 0
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
@@ -127,7 +106,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="orgmem", description="Event-sourced organizational memory server")
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-level", default="INFO", help="of orgmem's own logs; libraries log at WARNING unless DEBUG")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, handler, help_: str) -> argparse.ArgumentParser:
@@ -144,15 +123,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jsonl", required=True)
     p.add_argument("--batch", type=int, default=500)
     p.add_argument("--no-index", action="store_true", help="append only; a running server indexes them")
-    p = command("query", cmd_query, "ask the memory")
-    p.add_argument("text")
-    p.add_argument("--as-of", type=parse_time)
-    p.add_argument("--known-at", type=parse_time)
-    p.add_argument("--k", type=int)
-    p.add_argument("--reserve", type=int, help="of the k rows, how many go to the most recent matches (default 3)")
-    p.add_argument("--selector", choices=["rrf", "pursuit", "coverage"])
-    p.add_argument("--preset")
-    p.add_argument("--json", action="store_true")
     command("rebuild", cmd_rebuild, "drop every projection and replay the log")
     command("stats", cmd_stats, "counts of the log and the projections")
     command("optimize", cmd_optimize, "build the vector index graph (offline: blocks for minutes on large stores)")
@@ -162,6 +132,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def configure_logging(level: str) -> None:
+    """orgmem's own loggers at `level`; libraries' at WARNING unless DEBUG is asked for: their INFO
+    lines (onnxruntime's quantiser alone prints about a hundred on a first run) are noise on a
+    user's terminal."""
+    level = level.upper()
+    logging.basicConfig(level=level if level == "DEBUG" else max(logging.getLevelName(level), logging.WARNING),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for ours in ("services", "workers", "schemas", "bench"):
+        logging.getLogger(ours).setLevel(level)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, unparsed = parser.parse_known_args(argv)
@@ -169,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(unparsed)}")
     if unparsed:
         args.passthrough = unparsed
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(args.log_level)
     try:
         return args.handler(args)
     except OrgmemError as exc:

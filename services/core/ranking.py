@@ -59,11 +59,19 @@ class Ranking:
     fusion: Fusion
 
 
+def active_legs(config: RetrievalConfig) -> frozenset[str]:
+    """The legs that take part: those of weight above 0. A leg of weight 0 is left out whole, so
+    its rows neither fill the fused list nor count as matched for the recency reserve."""
+    return frozenset(leg for leg, weight in config.weights.items() if weight > 0)
+
+
 def fuse(legs: Mapping[str, Hits], fields: Mapping[str, RankingFields], config: RetrievalConfig) -> Fusion:
-    """Weighted RRF over each leg's first C hits. A hit whose row has no ranking fields (an
-    index still lists it, the store no longer admits it) is dropped before ranks are counted."""
+    """Weighted RRF over each taking-part leg's first C hits. A hit whose row has no ranking
+    fields (an index still lists it, the store no longer admits it) is dropped before ranks are
+    counted."""
+    taking_part = active_legs(config)
     kept = {leg: [(rid, score) for rid, score in hits[: config.candidates] if rid in fields]
-            for leg, hits in legs.items()}
+            for leg, hits in legs.items() if leg in taking_part}
     ids = {leg: [rid for rid, _ in hits] for leg, hits in kept.items()}
     ingest_order = {rid: fields[rid].ingest_position for leg_ids in ids.values() for rid in leg_ids}
     return Fusion(kept, weighted_rrf(ids, config.weights, config.gamma, ingest_order))
@@ -78,7 +86,7 @@ def pool_of(fusion: Fusion, fields: Mapping[str, RankingFields]) -> Pool:
 def rank(
     legs: Mapping[str, Hits],
     fields: Mapping[str, RankingFields],
-    query: np.ndarray,
+    query: np.ndarray | None,
     vectors_for: VectorsFor,
     config: RetrievalConfig,
     newest: Iterable[str],
@@ -89,7 +97,8 @@ def rank(
 
     `fields` covers every hit and the rows of `newest`: the scope's row ids, most recently
     ingested first, of which the first R that no leg matched fill a reserve short of matched
-    rows (it is read only that far). `lap(stage)` is called after "fuse", "select" and
+    rows (it is read only that far). `query` is the query's embedding, None where neither the
+    vector leg nor the selector needs it. `lap(stage)` is called after "fuse", "select" and
     "reserve", so a caller can time them."""
     mark = lap or (lambda stage: None)
     fusion = fuse(legs, fields, config)

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from services.core.term_match import LexicalMatch, TermMatch
+from services.errors import Invalid
+
 Selector = Literal["rrf", "pursuit", "coverage"]
 
 
@@ -15,7 +18,13 @@ class RetrievalConfig:
     k: int = 50
     gamma: float = 60.0
     reserve: int = 3
-    conjunctive: bool = True
+    # How many of the question's content terms a lexical hit must contain (services.core.term_match):
+    # "all" (conjunctive), "any" (disjunctive) or "adaptive" (all of a short question's, a falling
+    # share of a long one's). `conjunctive` is accepted by with_overrides as an alias: True is "all".
+    lexical_match: LexicalMatch = "all"
+    lexical_all_up_to: int = 2
+    lexical_share_step: float = 0.25
+    lexical_share_floor: float = 0.3
     selector: Selector = "rrf"
     pursuit_pool: int = 50
     pursuit_ridge: float = 0.0
@@ -30,22 +39,56 @@ class RetrievalConfig:
     coverage_threads: Literal["fused", "lexical"] = "fused"
     coverage_lexical_rows: int = 50
 
+    def __post_init__(self) -> None:
+        self.term_match  # noqa: B018 - a bad lexical setting fails when the config is made, not at query time
+
+    @property
+    def term_match(self) -> TermMatch:
+        return TermMatch(self.lexical_match, self.lexical_all_up_to, self.lexical_share_step, self.lexical_share_floor)
+
     def with_overrides(self, **changes) -> RetrievalConfig:
+        conjunctive = changes.pop("conjunctive", None)
+        if conjunctive is not None:
+            alias = "all" if conjunctive else "any"
+            if changes.get("lexical_match") not in (None, alias):
+                raise Invalid(f"conjunctive: {conjunctive} contradicts lexical_match={changes['lexical_match']!r}")
+            changes["lexical_match"] = alias
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
+def weights_problem(weights: dict[str, float]) -> str | None:
+    """Why these leg weights cannot rank anything, if they cannot: a leg of weight 0 does not run
+    (`services.core.ranking.fuse`), so at least one needs a weight above 0."""
+    if any(weight > 0 for weight in weights.values()):
+        return None
+    return "weights: every leg has weight 0; give at least one of lex, tag, vec a weight above 0"
+
+
+# The field defaults above are the paper's settings (preset "paper-orgmembench"); the server reads
+# with DEFAULT_PRESET unless told otherwise.
+DEFAULT_PRESET = "default"
+
 PRESETS: dict[str, RetrievalConfig] = {
-    # Mem++ Table 6, OrgMemBench column: the default for organizational records.
+    # The default read path, the best measured one (docs/retrieval.md, "The default read path"):
+    # thread coverage as in "conversational-coverage", with the adaptive lexical match (all of 1-2
+    # content terms, then a share falling by 25 points a term to a 30% floor), C = 100.
+    DEFAULT_PRESET: RetrievalConfig(
+        weights={"lex": 1.0, "tag": 0.0, "vec": 1.0}, candidates=100, gamma=5.0, reserve=0, lexical_match="adaptive",
+        lexical_all_up_to=2, lexical_share_step=0.25, lexical_share_floor=0.3,
+        selector="coverage", context_weight=0.25, context_window=1, coverage_every=2,
+        coverage_threads="lexical", coverage_lexical_rows=50,
+    ),
+    # Mem++ Table 6, OrgMemBench column (the default before the measurements above).
     "paper-orgmembench": RetrievalConfig(),
     # Mem++ Table 6, LoCoMo column (disjunctive, C = 200, vector weight 2).
     "conversational": RetrievalConfig(
-        weights={"lex": 1.0, "tag": 1.0, "vec": 2.0}, candidates=200, conjunctive=False
+        weights={"lex": 1.0, "tag": 1.0, "vec": 2.0}, candidates=200, lexical_match="any"
     ),
     # Thread-coverage selection as measured on LoCoMo held out (docs/retrieval.md): no tag leg,
     # lex:vec 1:1, γ = 5, disjunctive, C = 200, no recency reserve; uncovered sessions ordered by
     # their best row and their summed BM25 (harness variant "coverage-sessions").
     "conversational-coverage": RetrievalConfig(
-        weights={"lex": 1.0, "tag": 0.0, "vec": 1.0}, candidates=200, gamma=5.0, reserve=0, conjunctive=False,
+        weights={"lex": 1.0, "tag": 0.0, "vec": 1.0}, candidates=200, gamma=5.0, reserve=0, lexical_match="any",
         selector="coverage", context_weight=0.25, context_window=1, coverage_every=2,
         coverage_threads="lexical", coverage_lexical_rows=50,
     ),

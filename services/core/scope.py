@@ -9,7 +9,7 @@ semantics that the contract tests hold every adapter to.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from schemas.rows import Row
 
@@ -74,6 +74,14 @@ class Scope:
     # Filled by the row store when known_at is set: rows ingested by known_at that were not
     # active at known_at (archived then). Legs then ignore the current state and exclude these.
     inactive_at_known: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        # A bound without a zone is UTC, as stored times are: comparing a naive bound with an
+        # aware time would raise (a bare `"as_of": "2025-07-15"` answered 500).
+        for name in ("as_of", "known_at"):
+            value = getattr(self, name)
+            if value is not None and value.tzinfo is None:
+                object.__setattr__(self, name, value.replace(tzinfo=UTC))
 
     def reader_tokens(self) -> list[str] | None:
         if self.readers is None:

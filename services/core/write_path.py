@@ -43,7 +43,7 @@ class RowMutation:
 class SkippedDocument:
     row_id: str
     position: int
-    reason: str  # "empty" | "duplicate_text" | "duplicate_source"
+    reason: str  # "empty" | "duplicate_text" | "duplicate_source" | "erased"
     duplicate_of: str | None = None
     # Whose document it was (stats count skips per tenant). Not compared: the row id already
     # determines the tenant (it is a hash over it).
@@ -141,6 +141,11 @@ def plan_batch(events: Sequence[LoggedEvent], rows: WriteLookups) -> WritePlan:
 
 def _decide(view: _BatchView, logged: LoggedEvent) -> None:
     event, position, at = logged.event, logged.position, logged.appended_at
+    if isinstance(event, (DocumentObserved, RowDerived)) and event.document is None:
+        # Sealed under a destroyed key (services/app/sealing.py): erased, never a row again.
+        if view.current(event.row_id) is None:
+            view.plan.skipped.append(SkippedDocument(event.row_id, position, "erased", tenant=event.tenant))
+        return
     if isinstance(event, DocumentObserved):
         doc = event.document
         if is_empty(doc):

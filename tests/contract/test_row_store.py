@@ -172,3 +172,23 @@ def test_a_sqlite_store_from_before_skip_tenants_gains_them(tmp_path):
         assert store.count()["skipped"] == 2  # the old empty skip names no tenant: only the total has it
     finally:
         store.close()
+
+
+def test_versions_of_reads_threads_and_named_rows_in_one_call_with_state_at_known_at(store):
+    rows = [make_row(i) for i in range(1, 5)] + [make_row(5, thread="other"), make_row(6, tenant="u"),
+                                                 make_row(7, thread=None, acl=["finance"])]
+    store.apply([observed(r) for r in rows], [], 7)
+    superseded = rows[0].model_copy(update={"superseded_by": "r3"})
+    store.apply([RowMutation(row=superseded, change=RowChange(position=10, at=T0 + timedelta(days=10),
+                                                              change="superseded", state="active", superseded_by="r3"))], [], 10)
+    store.apply([observed(rows[1].model_copy(update={"state": "archived"}), "archived", position=12)], [], 12)
+
+    now = {f.row_id: f for f in store.versions_of("t", ["th"], ["r7", "r6"])}
+    assert set(now) == {"r1", "r2", "r3", "r4", "r7"}  # r6 is another tenant's, r5 another thread
+    assert (now["r1"].superseded_by, now["r2"].state, now["r7"].acl, now["r7"].thread) == ("r3", "archived", ("finance",), None)
+    assert now["r3"].event_time == rows[2].event_time and now["r3"].ingest_position == 3
+    between = {f.row_id: f for f in store.versions_of("t", ["th"], known_at=T0 + timedelta(days=11))}
+    assert (between["r1"].superseded_by, between["r2"].state) == ("r3", "active")
+    before = {f.row_id: f for f in store.versions_of("t", ["th"], known_at=T0 + timedelta(days=9))}
+    assert (before["r1"].superseded_by, before["r1"].state) == (None, "active")
+    assert store.versions_of("t", [], []) == []

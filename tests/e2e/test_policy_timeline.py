@@ -86,8 +86,8 @@ def test_reserve_per_request(live_server):
     docs += [{"text": f"Remote work tip {i}: a quiet room helps.", "author": "ops@corp.example",
               "date": f"2025-1{i}-01", "kind": "email"} for i in range(3)]
     ingest = post(live_server, "/v1/documents", {"documents": docs})
-    body = {"q": "remote work policy", "after": ingest["position"], "k": 3}
-    # The paper's default: with k at the reserve (3), every slot goes to the latest-dated matches.
+    body = {"q": "remote work policy", "after": ingest["position"], "k": 3, "preset": "paper-orgmembench"}
+    # The paper's settings: with k at the reserve (3), every slot goes to the latest-dated matches.
     default = post(live_server, "/v1/query", body)
     assert [r["reason"] for r in default["rows"]] == ["reserve"] * 3
     assert [r["date"][:10] for r in default["rows"]] == ["2025-12-01", "2025-11-01", "2025-10-01"]
@@ -96,6 +96,9 @@ def test_reserve_per_request(live_server):
     assert ranked["rows"][0]["row_id"] in ingest["row_ids"][:3]
     mixed = post(live_server, "/v1/query", {**body, "k": 4, "reserve": 1})
     assert [r["reason"] for r in mixed["rows"]] == ["fused"] * 3 + ["reserve"]
+    # The default preset keeps no reserve: every slot by its selector.
+    no_preset = {key: value for key, value in body.items() if key != "preset"}
+    assert [r["reason"] for r in post(live_server, "/v1/query", no_preset)["rows"]] == ["coverage"] * 3
     too_many = live_server.client.post("/v1/query", json={**body, "reserve": 100000})
     assert too_many.status_code == 422 and "reserve" in too_many.json()["detail"]
 

@@ -9,6 +9,7 @@ import pytest
 
 from bench.retrieval.datasets import SHARED_DATA, Dataset, Group, load
 from bench.retrieval.harness import REFERENCE, GroupIndex, evaluate, replay_question
+from bench.retrieval.lexical_legs import attach_lexical_legs
 from bench.retrieval.metrics import ALL
 from bench.retrieval.report import write_markdown, write_plot
 from bench.retrieval.store import cached_candidates, open_store
@@ -60,12 +61,16 @@ def test_metrics_are_sane_and_grow_with_k(built):
 
 def test_offline_replay_equals_the_online_read_path(built):
     data, folder, cands = built
+    # Term-match rules other than the cached leg's "any" replay from legs fetched per rule.
+    rules = [VARIANTS[name].config for name in ("bm25-adaptive", "preset-default", "preset-paper-orgmembench")]
+    attach_lexical_legs(cands, data, folder, rules)
     memory, lock = open_store(data, folder)  # already built: nothing is ingested again
     try:
         head = memory.head()
         index = GroupIndex(cands.groups[data.groups[0].key])
         configs = [REFERENCE, VARIANTS["coverage"].config, VARIANTS["coverage"].config.with_overrides(reserve=3),
                    VARIANTS["coverage-sessions"].config]
+        configs += rules
         for config in configs:
             for q in cands.questions[:5]:
                 online = memory.query(next(d.text for d in data.questions if d.qid == q.qid),

@@ -63,16 +63,17 @@ def redis_server(tmp_path):
 def data_dir(tmp_path):
     """A data folder whose log holds DOCUMENTS documents and whose projections are empty."""
     from schemas.documents import DocumentIn
-    from services.adapters.event_log.sqlite import SqliteEventLog
     from services.app.memory import append_documents
+    from services.bootstrap import open_event_log
     from services.core.caller import Caller
+    from services.settings import Settings
 
     rnd = random.Random(11)
     words = "budget hiring kafka outage roadmap policy remote office vendor contract review launch".split()
     documents = [DocumentIn(text=f"note {i}: " + " ".join(rnd.choices(words, k=12)), author=rnd.choice(["ann", "bo"]),
                             kind="doc") for i in range(DOCUMENTS)]
     folder = tmp_path / "data"
-    log = SqliteEventLog(folder / "log.sqlite")
+    log = open_event_log(Settings(data_dir=folder))  # sealed, as every orgmem process writes it
     append_documents(log, documents, Caller())
     log.close()
     return folder

@@ -51,7 +51,8 @@ def test_cluster_wiring_answers_like_the_embedded_profile(tmp_path, settings, me
     from services.adapters.vector.qdrant_server import QdrantServerVectorIndex
     from services.app.indexer import GroupIndexer, LogFeed
     from services.app.projection import ProjectionFollower
-    from services.bootstrap import assemble_memory
+    from services.app.sealing import Sealer, sealing
+    from services.bootstrap import assemble_memory, data_key_store_for
 
     docs = documents()
     memory.ingest(docs)
@@ -60,7 +61,9 @@ def test_cluster_wiring_answers_like_the_embedded_profile(tmp_path, settings, me
 
     folder = tmp_path / "cluster"
     vectors_client = QdrantClient(path=str(folder / "qdrant"))
-    log = SqliteEventLog(folder / "log.sqlite")
+    # Sealed under the embedded folder's data keys: ids of texts are keyed by the tenant's key, so the
+    # two wirings name the same documents alike only with the same key.
+    log = sealing(SqliteEventLog(folder / "log.sqlite"), Sealer(data_key_store_for(settings)))
     rows = SqliteRowStore(folder / "rows.sqlite")
     lexical = TantivyLexicalIndex(folder / "lexical")
     vectors = QdrantServerVectorIndex(vectors_client, "orgmem-rows", 384)

@@ -7,6 +7,7 @@ import pytest
 from schemas.documents import DocumentIn
 from schemas.events import RowArchived, RowSuperseded
 from services.core.caller import Caller
+from services.core.term_match import ALL_TERMS
 
 pytestmark = pytest.mark.slow
 
@@ -66,5 +67,5 @@ def test_projector_resumes_and_replay_changes_nothing(memory):
     # writes and the row-store commit) leaves every projection as it was.
     memory.projection.apply(memory.read_log(applied - 5, 10))
     assert memory.counts() == counts
-    hits = memory._lexical.search_text(["decision"], memory.scope_for(Caller()), 1000, True)
+    hits = memory._lexical.search_text(["decision"], memory.scope_for(Caller()), 1000, ALL_TERMS)
     assert len(hits) == 40

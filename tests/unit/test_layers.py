@@ -4,7 +4,7 @@
     schemas  <-  services/core  <-  services/ports  <-  services/app  <-  services/bootstrap
                  (pure)                                 (use cases)      (the only wiring)
     services/adapters implement the ports; only bootstrap imports them (and they one another).
-    services/api, services/cli and workers/ are entry points; bench/ and tests/ sit outside.
+    services/api, services/mcp, services/cli and workers/ are entry points; bench/ and tests/ sit outside.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-OUR_ROOTS = ("schemas", "services", "workers", "bench", "tests")
+OUR_ROOTS = ("schemas", "services", "workers", "bench", "tests", "orgmem")
 
 
 def module_name(path: Path) -> str:
@@ -45,7 +45,7 @@ def imports_of(path: Path) -> set[str]:
 
 def graph() -> dict[str, set[str]]:
     modules = {}
-    for root in ("schemas", "services", "workers", "bench"):
+    for root in ("schemas", "services", "workers", "bench", "orgmem"):
         for path in sorted((ROOT / root).rglob("*.py")):
             modules[module_name(path)] = imports_of(path)
     return modules
@@ -102,13 +102,35 @@ def test_only_the_composition_root_and_entry_points_import_adapters():
 
 
 def test_use_cases_and_ports_point_inwards():
-    outer = ("services.api", "services.cli", "services.bootstrap", "services.adapters", "services.demo")
+    outer = ("services.api", "services.mcp", "services.cli", "services.bootstrap", "services.adapters", "services.demo")
     assert violations(("services.app", "services.ports", "services.errors", "services.settings",
                        "services.connectors"), lambda _m, t: not within(t, *outer)) == []
 
 
 def test_the_api_reaches_the_wiring_only_through_bootstrap():
     assert violations(("services.api",), lambda _m, t: not within(t, "services.cli", "services.adapters")) == []
+
+
+def test_the_mcp_server_is_an_entry_point_like_the_api():
+    """services.mcp reaches the wiring only through bootstrap (its tools run the API's routes, so
+    it may import services.api), and nothing below the entry points imports it."""
+    assert any(within(module, "services.mcp") for module in GRAPH)
+    assert violations(("services.mcp",), lambda _m, t: not within(t, "services.cli", "services.adapters")) == []
+    inner = ("schemas", "services.core", "services.ports", "services.app", "services.bootstrap", "services.adapters",
+             "services.connectors", "services.errors", "services.settings", "workers")
+    assert violations(inner, lambda _m, t: not within(t, "services.mcp")) == []
+
+
+def test_the_client_stays_light():
+    """orgmem.client imports schemas, httpx and pydantic, never the server; nothing imports it back."""
+    def allowed(_module: str, target: str) -> bool:
+        top = target.split(".")[0]
+        return within(target, "orgmem", "schemas") or top in sys.stdlib_module_names or \
+            top in ("__future__", "httpx", "pydantic")
+
+    assert any(within(module, "orgmem.client") for module in GRAPH)
+    assert violations(("orgmem",), allowed) == []
+    assert violations(("schemas", "services", "workers"), lambda _m, t: not within(t, "orgmem")) == []
 
 
 def test_a_planted_violation_is_caught(tmp_path, monkeypatch):

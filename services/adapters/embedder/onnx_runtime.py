@@ -79,7 +79,7 @@ class OnnxEmbedder:
         # on their padding); the quantised encoder therefore runs one text at a time.
         self.batch_size = batch_size if precision == "fp32" else 1
         self._lock = threading.Lock()
-        log.info("embedder %s loaded through onnxruntime (dim %d, %d word pieces)", self.name, self.dim, max_tokens)
+        log.debug("embedder %s loaded through onnxruntime (dim %d, %d word pieces)", self.name, self.dim, max_tokens)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -120,7 +120,8 @@ def _exported(model: str, cache_dir: Path) -> Path:
         staging = Path(tempfile.mkdtemp(prefix=".export-", dir=cache_dir))
     except OSError as exc:
         raise OrgmemError(f"embedder.cache_dir: cannot write {cache_dir}: {exc}") from exc
-    log.info("exporting %s to ONNX in %s (once per model)", model, folder)
+    log.info("preparing the encoder once: exporting %s to ONNX and quantising it to int8 in %s "
+             "(about 20 s on two cores)", model, folder)
     try:
         _export(source, staging)
         staging.rename(folder)  # atomic; a concurrent exporter that won keeps its folder
@@ -146,6 +147,9 @@ def _export(source: str, staging: Path) -> None:
     import torch
     from sentence_transformers import SentenceTransformer
 
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # a weight-loading bar on the user's terminal
     try:
         st = SentenceTransformer(source, device="cpu")
     except Exception as exc:  # any loading failure is a configuration problem
@@ -205,8 +209,16 @@ def _quantise(source: Path, target: Path) -> None:
     back a third of the speed-up, so all weight MatMuls are quantised."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, per_channel=True,
-                     op_types_to_quantize=["MatMul"])
+    # The quantiser logs through the root logger: a line per tensor at INFO and advice at
+    # WARNING, about a hundred lines that say nothing to an orgmem user.
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, per_channel=True,
+                         op_types_to_quantize=["MatMul"])
+    finally:
+        root.setLevel(level)
 
 
 def _pooling_mode(pooling) -> str | None:

@@ -78,12 +78,15 @@ def driver_errors(action: str) -> Iterator[None]:
     """The one place where kafka-python's errors become ours."""
     from kafka import errors as kafka_errors
 
+    # kafka-python 3 has no NoBrokersAvailable (naming it raised AttributeError here): an unreachable
+    # broker is a KafkaTimeoutError ("Unable to bootstrap") or a connection error, both retriable.
+    unreachable = (kafka_errors.KafkaTimeoutError, kafka_errors.KafkaConnectionError,
+                   kafka_errors.NodeNotReadyError, OSError)
     try:
         yield
     except OrgmemError:
         raise
-    except (kafka_errors.NoBrokersAvailable, kafka_errors.KafkaTimeoutError, kafka_errors.KafkaConnectionError,
-            OSError) as exc:
+    except unreachable as exc:
         raise BackendUnavailable(COMPONENT, f"{action}: {exc}") from exc
     except kafka_errors.KafkaError as exc:
         if getattr(exc, "retriable", False):
@@ -114,6 +117,7 @@ class KafkaEventLog:
             cluster.kafka_bootstrap or "", cluster.kafka_topic,
             replication_factor=getattr(cluster, "kafka_replication_factor", 1),
             min_insync_replicas=getattr(cluster, "kafka_min_insync_replicas", None),
+            timeout_ms=getattr(cluster, "kafka_timeout_ms", 10_000),
         )
 
     # -- topic ------------------------------------------------------------------------------
@@ -124,7 +128,7 @@ class KafkaEventLog:
 
         with driver_errors(f"create topic {self.topic}"):
             admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=f"{self.client_id}-admin",
-                                     request_timeout_ms=self.timeout_ms)
+                                     request_timeout_ms=self.timeout_ms, bootstrap_timeout_ms=self.timeout_ms)
             try:
                 try:
                     admin.create_topics({self.topic: {"num_partitions": 1, "replication_factor": replication_factor,
@@ -152,7 +156,11 @@ class KafkaEventLog:
                 producer = KafkaProducer(
                     bootstrap_servers=self.bootstrap, client_id=self.client_id, acks="all",
                     enable_idempotence=True, transactional_id=self.transactional_id,
-                    retries=2**31 - 1, delivery_timeout_ms=120_000, max_in_flight_requests_per_connection=5,
+                    # Every blocking step is bounded by the adapter's timeout, so a dead broker answers
+                    # BackendUnavailable (503) in `timeout_ms`, not after kafka-python's 60 + 120 s.
+                    retries=2**31 - 1, delivery_timeout_ms=max(self.timeout_ms, 5_000) + 1_000,
+                    request_timeout_ms=max(self.timeout_ms, 5_000), max_block_ms=self.timeout_ms,
+                    bootstrap_timeout_ms=self.timeout_ms, max_in_flight_requests_per_connection=5,
                     linger_ms=5, compression_type="gzip", max_request_size=16 * 1024 * 1024,
                 )
                 producer.init_transactions()
@@ -204,7 +212,7 @@ class KafkaEventLog:
         return KafkaConsumer(
             bootstrap_servers=self.bootstrap, client_id=self.client_id, enable_auto_commit=False,
             isolation_level="read_committed", auto_offset_reset="earliest",
-            request_timeout_ms=max(self.timeout_ms, 31_000), **extra,
+            request_timeout_ms=max(self.timeout_ms, 31_000), bootstrap_timeout_ms=self.timeout_ms, **extra,
         )
 
     def _reader_ready(self):

@@ -9,7 +9,7 @@ every UPDATE and DELETE, so nothing can rewrite the record even by mistake. Ever
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,6 +24,9 @@ from services.adapters.sqlite_common import (
 
 COMPONENT = "event log (sqlite)"
 
+_NO_UPDATE = """CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;"""
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
     position    INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -33,11 +36,9 @@ CREATE TABLE IF NOT EXISTS events (
     body        TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS events_type ON events(type, position);
-CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
-BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
 BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
-"""
+""" + _NO_UPDATE
 
 
 class SqliteEventLog:
@@ -88,6 +89,39 @@ class SqliteEventLog:
             LoggedEvent(position=pos, appended_at=decode_time(at), event=event_from_json(body))
             for pos, at, body in rows
         ]
+
+    def rewrite_bodies(self, transform: Callable[[Event], Event | None], batch: int = 500) -> int:
+        """Replace, in place, each event that `transform` maps to a new one (None: keep it); only
+        `orgmem migrate encrypt` does this, once. The append-only triggers are lifted inside each
+        batch's transaction and restored before it commits, so no crash leaves them off; a
+        stopped run resumes where it stopped (converted events map to None). Old bodies are
+        zeroed (secure_delete) and the file vacuumed. Returns how many events were rewritten."""
+        rewritten, after = 0, 0
+        with self._lock, translated(COMPONENT):
+            self._conn.execute("PRAGMA secure_delete=ON")
+            while True:
+                records = self._conn.execute(
+                    "SELECT position, body FROM events WHERE position > ? ORDER BY position LIMIT ?", (after, batch)).fetchall()
+                if not records:
+                    break
+                changes = [(event_to_json(new), pos) for pos, body in records
+                           if (new := transform(event_from_json(body))) is not None]
+                if changes:
+                    self._conn.execute("BEGIN IMMEDIATE")
+                    try:
+                        self._conn.execute("DROP TRIGGER events_no_update")
+                        self._conn.executemany("UPDATE events SET body = ? WHERE position = ?", changes)
+                        self._conn.execute(_NO_UPDATE)
+                        self._conn.execute("COMMIT")
+                    except BaseException:
+                        rollback_quietly(self._conn)
+                        raise
+                    rewritten += len(changes)
+                after = records[-1][0]
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._conn.execute("VACUUM")
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return rewritten
 
     def head(self) -> int:
         with self._lock, translated(COMPONENT):

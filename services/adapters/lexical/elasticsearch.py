@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from schemas.rows import Row
 from services.adapters import elasticsearch_common as es
 from services.core.scope import Scope
+from services.core.term_match import TermMatch
 from services.core.text import normalise_tag
 from services.errors import OrgmemError
 from services.ports import Hit
@@ -25,16 +26,22 @@ from services.ports import Hit
 COMPONENT = "lexical index (Elasticsearch)"
 
 
-def text_query(terms: Sequence[str], conjunctive: bool) -> dict | None:
+def text_query(terms: Sequence[str], match: TermMatch) -> dict | None:
     """The ranking part of the lexical leg; None when no term has anything to match.
 
     A term without a letter or digit analyses to no token: it is dropped rather than made a
-    veto (as in the tantivy adapter). `match` never parses query syntax."""
+    veto (as in the tantivy adapter). `match` never parses query syntax. A rule that needs some
+    but not all terms becomes `minimum_should_match`, a count of the usable terms (each of
+    which the analyser keeps as one token: `content_terms` splits at what it would split)."""
     usable = [t for t in dict.fromkeys(terms) if any(ch.isalnum() for ch in t)]
     if not usable:
         return None
-    return {"match": {"body": {"query": " ".join(usable), "operator": "and" if conjunctive else "or",
-                               "zero_terms_query": "none"}}}
+    required = match.required(len(usable))
+    every = match.mode == "all" or required == len(usable) > 1
+    body: dict = {"query": " ".join(usable), "operator": "and" if every else "or", "zero_terms_query": "none"}
+    if 1 < required < len(usable):
+        body["minimum_should_match"] = required
+    return {"match": {"body": body}}
 
 
 def tags_query(candidates: Sequence[str]) -> dict | None:
@@ -108,13 +115,24 @@ class ElasticsearchLexicalIndex:
             self.client.indices.delete(index=self.index, ignore_unavailable=True)
         es.ensure_template_and_index(self.client, COMPONENT, self.index, self.shards, self.replicas)
 
+    def delete(self, row_ids: Sequence[str], survivors=None) -> None:
+        """Erase rows: delete their documents, then expunge the deleted documents from the
+        segments (a force merge of segments with deletions), so no segment keeps their terms.
+        Where the row store owns the shared index, its `erase` does both."""
+        if not self.writes or not row_ids:
+            return
+        with es.driver_errors(COMPONENT, "delete"):
+            self.client.delete_by_query(index=self.index, query={"ids": {"values": list(row_ids)}},
+                                        refresh=True, conflicts="proceed")
+            self.client.indices.forcemerge(index=self.index, only_expunge_deletes=True)
+
     def close(self) -> None:
         self.client.close()
 
     # -- reads ------------------------------------------------------------------------------
 
-    def search_text(self, terms: Sequence[str], scope: Scope, limit: int, conjunctive: bool) -> list[Hit]:
-        return self._search(search_body(text_query(terms, conjunctive), scope, limit), "search_text")
+    def search_text(self, terms: Sequence[str], scope: Scope, limit: int, match: TermMatch) -> list[Hit]:
+        return self._search(search_body(text_query(terms, match), scope, limit), "search_text")
 
     def search_tags(self, candidates: Sequence[str], scope: Scope, limit: int) -> list[Hit]:
         return self._search(search_body(tags_query(candidates), scope, limit), "search_tags")

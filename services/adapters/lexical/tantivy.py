@@ -1,9 +1,7 @@
 """LexicalIndex on tantivy (embedded, one directory per index).
 
 The scope is compiled into non-scoring filter clauses of the same query that ranks, so every
-returned slot is an eligible row. Times are indexed as integer microseconds since the epoch
-(UTC) rather than tantivy dates: tantivy truncates indexed dates to whole seconds, which would
-make `event_time <= as_of` disagree with `services.core.scope.admits` inside a second.
+returned slot is an eligible row. The queries themselves are built in `tantivy_query.py`.
 """
 
 from __future__ import annotations
@@ -12,17 +10,17 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
-from itertools import combinations
 from pathlib import Path
 
 import numpy as np
 import tantivy
 
 from schemas.rows import Row
+from services.adapters.lexical.tantivy_query import Queries, micros, schema
 from services.core.scope import Scope, acl_tokens
+from services.core.term_match import TermMatch
 from services.core.text import normalise_tag
 from services.errors import BackendUnavailable, OrgmemError
 from services.ports import Hit
@@ -33,45 +31,6 @@ _WRITER_HEAP = 50_000_000
 # The top-k is fetched with this much slack so that a tie straddling the k-th place is seen whole
 # and broken by ingest position, not by tantivy's internal document order.
 _TIE_SLACK = 16
-# A tie on the k-th tag score is resolved by naming the tag subset that scores it; with more
-# matched tags than this the subsets are not enumerated and the whole tie is read instead.
-_MAX_SUBSET_TAGS = 8
-
-_RAW = ("row_id", "tenant", "acl", "state", "kind", "author", "thread")
-_TEXT_FIELDS = ("text", "title")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def _schema() -> tantivy.Schema:
-    builder = tantivy.SchemaBuilder()
-    for name in _RAW:
-        builder.add_text_field(name, stored=name == "row_id", tokenizer_name="raw", index_option="basic")
-    for name in _TEXT_FIELDS:
-        # Positions are kept so a query term that analyses to several tokens matches as a phrase.
-        builder.add_text_field(name, tokenizer_name="en_stem", index_option="position")
-    builder.add_text_field("tag", tokenizer_name="raw", index_option="basic")
-    for name in ("event_time", "ingested_at", "ingest_position"):
-        builder.add_integer_field(name, indexed=True, fast=True)
-    return builder.build()
-
-
-def _query_analyzer() -> tantivy.TextAnalyzer:
-    """The same chain as tantivy's built-in `en_stem`, to analyse query terms exactly as the
-    `text` and `title` fields were analysed at index time."""
-    return (
-        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-        .filter(tantivy.Filter.remove_long(40))
-        .filter(tantivy.Filter.lowercase())
-        .filter(tantivy.Filter.stemmer("english"))
-        .build()
-    )
-
-
-def _micros(field: str, value: datetime) -> int:
-    if not isinstance(value, datetime):
-        raise TypeError(f"{field}: expected a datetime, got {type(value).__name__}")
-    # Naive datetimes are UTC, as in schemas.documents; floor division of timedeltas is exact.
-    return ((value if value.tzinfo else value.replace(tzinfo=UTC)) - _EPOCH) // timedelta(microseconds=1)
 
 
 def _row_tags(row: Row) -> list[str]:
@@ -99,8 +58,8 @@ class TantivyLexicalIndex:
 
     def __init__(self, path: Path):
         self._path = Path(path)
-        self._schema = _schema()
-        self._analyzer = _query_analyzer()
+        self._schema = schema()
+        self._queries = Queries(self._schema)
         # One writer at a time within this process; other processes are kept out by tantivy's
         # lock, which is only held for the duration of a write call.
         self._write_lock = threading.Lock()
@@ -155,6 +114,28 @@ class TantivyLexicalIndex:
         """Remove every document (a rebuild replays the log into the empty index)."""
         self._write("reset", lambda writer: writer.delete_all_documents())
 
+    def delete(self, row_ids: Sequence[str], survivors: Callable[[], Iterable[Row]]) -> None:
+        """Erase rows so that no segment keeps their terms. A tantivy delete only marks documents;
+        their terms stay in the segment's dictionary until a merge that tantivy-py cannot ask
+        for. So the index is rewritten from `survivors` (every other row) in one commit, and the
+        old segment files are collected: searchers see the old index, then the new one."""
+        gone = set(row_ids)
+
+        def rewrite(writer: tantivy.IndexWriter) -> None:
+            writer.delete_all_documents()
+            for row in survivors():
+                if row.row_id not in gone:
+                    writer.add_document(self._document(row))
+
+        self._write("delete", rewrite)
+        with self._write_lock, _driver_errors("collect erased segments"):
+            writer = self._open_index().writer(heap_size=_WRITER_HEAP, num_threads=1)
+            try:
+                writer.garbage_collect_files()
+                writer.wait_merging_threads()
+            finally:
+                writer = None  # noqa: F841  (releases the directory lock)
+
     def count(self) -> int:
         with _driver_errors("count"):
             return self._searcher().num_docs
@@ -166,14 +147,14 @@ class TantivyLexicalIndex:
         fields: dict[str, object] = {
             "row_id": row.row_id, "tenant": row.tenant, "acl": acl_tokens(row.acl), "state": row.state,
             "kind": row.kind, "author": row.author, "text": row.text,
-            "ingested_at": _micros("ingested_at", row.ingested_at), "ingest_position": row.ingest_position,
+            "ingested_at": micros("ingested_at", row.ingested_at), "ingest_position": row.ingest_position,
         }
         if row.thread is not None:
             fields["thread"] = row.thread
         if row.title:
             fields["title"] = row.title
         if row.event_time is not None:
-            fields["event_time"] = _micros("event_time", row.event_time)
+            fields["event_time"] = micros("event_time", row.event_time)
         tags = _row_tags(row)
         if tags:
             fields["tag"] = tags
@@ -203,25 +184,12 @@ class TantivyLexicalIndex:
 
     # -- reads ------------------------------------------------------------------------------
 
-    def search_text(self, terms: Sequence[str], scope: Scope, limit: int, conjunctive: bool) -> list[Hit]:
+    def search_text(self, terms: Sequence[str], scope: Scope, limit: int, match: TermMatch) -> list[Hit]:
         if limit <= 0:
             return []
-        clauses: list[tantivy.Query] = []
-        seen: set[tuple[str, ...]] = set()
-        for term in terms:
-            tokens = tuple(self._analyzer.analyze(term))
-            # A term with no indexable token (punctuation, over-long) can match nothing; it is
-            # dropped rather than turning a conjunctive query into an empty one.
-            if not tokens or tokens in seen:
-                continue
-            seen.add(tokens)
-            clauses.append(self._term_clause(tokens))
-        if not clauses:
-            return []
-        occur = tantivy.Occur.Must if conjunctive else tantivy.Occur.Should
         with _driver_errors("search_text"):
-            ranking = tantivy.Query.boolean_query([(occur, clause) for clause in clauses])
-            return self._search(self._searcher(), ranking, scope, limit)
+            ranking = self._queries.text(terms, match)
+            return self._search(self._searcher(), ranking, scope, limit) if ranking is not None else []
 
     def search_tags(self, candidates: Sequence[str], scope: Scope, limit: int) -> list[Hit]:
         if limit <= 0:
@@ -232,8 +200,7 @@ class TantivyLexicalIndex:
         with _driver_errors("search_tags"):
             searcher = self._searcher()
             total = searcher.num_docs
-            # Each matched tag adds its BM25 idf. No length normalisation: with it, a row with
-            # many participants would rank below a row matching fewer of the query's tags.
+            # Each matched tag adds its BM25 idf (Queries.tags).
             idf_of: dict[str, float] = {}
             for tag in tags:
                 frequency = searcher.doc_freq("tag", tag)
@@ -241,75 +208,8 @@ class TantivyLexicalIndex:
                     idf_of[tag] = math.log(1.0 + (total - frequency + 0.5) / (frequency + 0.5))
             if not idf_of:
                 return []
-            clauses = [
-                (tantivy.Occur.Should, tantivy.Query.const_score_query(self._tag(tag), idf)) for tag, idf in idf_of.items()
-            ]
-            return self._search(searcher, tantivy.Query.boolean_query(clauses), scope, limit,
-                                lambda score: self._tag_subset(idf_of, score))
-
-    def _tag(self, tag: str) -> tantivy.Query:
-        return tantivy.Query.term_query(self._schema, "tag", tag)
-
-    def _tag_subset(self, idf_of: dict[str, float], score: float) -> tantivy.Query | None:
-        """The rows whose tag score is exactly `score`: those matching one subset of the query's
-        tags and none of the others. None when no single subset sums to it (then the caller
-        falls back to reading the whole tie)."""
-        tags = list(idf_of)
-        if len(tags) > _MAX_SUBSET_TAGS:
-            return None
-        subsets = [
-            chosen for size in range(1, len(tags) + 1) for chosen in combinations(tags, size)
-            if math.isclose(sum(idf_of[t] for t in chosen), score, rel_tol=1e-5)  # tantivy sums in f32
-        ]
-        if len(subsets) != 1:
-            return None
-        occur = tantivy.Occur
-        return tantivy.Query.boolean_query(
-            [(occur.Must if tag in subsets[0] else occur.MustNot, self._tag(tag)) for tag in tags]
-        )
-
-    def _term_clause(self, tokens: tuple[str, ...]) -> tantivy.Query:
-        per_field = []
-        for name in _TEXT_FIELDS:
-            if len(tokens) == 1:
-                per_field.append(tantivy.Query.term_query(self._schema, name, tokens[0]))
-            else:
-                per_field.append(tantivy.Query.phrase_query(self._schema, name, list(tokens)))
-        return tantivy.Query.boolean_query([(tantivy.Occur.Should, q) for q in per_field])
-
-    def _scope_filter(self, scope: Scope) -> tantivy.Query:
-        """The scope as one zero-scoring query (mirrors services.core.scope.admits)."""
-        schema, Query, Occur = self._schema, tantivy.Query, tantivy.Occur
-        must = [Query.term_query(schema, "tenant", scope.tenant)]
-        must_not: list[tantivy.Query] = []
-
-        def one_of(field: str, values) -> tantivy.Query:
-            values = sorted(values)
-            return Query.term_set_query(schema, field, values) if values else Query.empty_query()
-
-        def at_most(field: str, bound: datetime) -> tantivy.Query:
-            return Query.range_query(
-                schema, field, tantivy.FieldType.Integer, upper_bound=_micros(field, bound)
-            )
-
-        readers = scope.reader_tokens()
-        if readers is not None:
-            must.append(one_of("acl", readers))
-        if scope.as_of is not None:
-            must.append(at_most("event_time", scope.as_of))  # rows without event_time fail
-        if scope.known_at is not None:
-            must.append(at_most("ingested_at", scope.known_at))
-            if scope.inactive_at_known:
-                must_not.append(one_of("row_id", scope.inactive_at_known))
-        else:
-            must.append(Query.term_query(schema, "state", "active"))
-        for field, values in (("kind", scope.kinds), ("author", scope.authors), ("thread", scope.threads)):
-            if values is not None:
-                must.append(one_of(field, values))
-        combined = Query.boolean_query(
-            [(Occur.Must, q) for q in must] + [(Occur.MustNot, q) for q in must_not]
-        )
-        return Query.const_score_query(combined, 0.0)
+            return self._search(searcher, self._queries.tags(idf_of), scope, limit,
+                                lambda score: self._queries.tag_subset(idf_of, score))
 
     def _searcher(self) -> tantivy.Searcher:
         index = self._open_index()
@@ -341,7 +241,7 @@ class TantivyLexicalIndex:
         """The best `limit` rows by score, ties to the later ingest position. `tie_rows(score)`,
         when given, names the rows of exactly that score, so that a long tie at the k-th place is
         read newest first (ordered by tantivy) instead of whole."""
-        scope_filter = self._scope_filter(scope)
+        scope_filter = self._queries.scope_filter(scope)
         query = tantivy.Query.boolean_query([(tantivy.Occur.Must, ranking), (tantivy.Occur.Must, scope_filter)])
         fetch = limit + _TIE_SLACK
         while True:

@@ -22,6 +22,7 @@ from datetime import datetime
 from schemas.rows import Row, RowChange
 from services.adapters import elasticsearch_common as es
 from services.core.scope import Scope
+from services.core.versions import VersionFields
 from services.errors import OrgmemError, ProjectionFenced
 from services.ports import RowHead, RowMutation, SkippedDocument
 
@@ -29,6 +30,7 @@ COMPONENT = "row store (Elasticsearch)"
 _CHECKPOINT = "checkpoint"
 _PAGE = 1000
 _HEAD_FIELDS = ["row_id", "thread", "ingest_position", "event_time", "ingested_at"]  # a RowHead
+_VERSION_FIELDS = [*_HEAD_FIELDS, "tenant", "acl", "state", "superseded_by"]  # a VersionFields
 
 _K = {"type": "keyword"}
 HISTORY_MAPPINGS = {"dynamic": "strict", "properties": {
@@ -74,6 +76,31 @@ def batch_operations(index: str, mutations: Sequence[RowMutation], skipped: Sequ
             doc["tenant"] = skip.tenant
         ops += [{"create": {"_index": f"{index}-skipped", "_id": f"{skip.row_id}:{skip.position}"}}, doc]
     return ops
+
+
+def versions_query(tenant: str, threads: Sequence[str], row_ids: Sequence[str]) -> dict:
+    """The rows of a tenant in `threads` or among `row_ids` (what `versions_of` reads)."""
+    either = [{"terms": {"thread": sorted(threads)}}] if threads else []
+    either += [{"terms": {"row_id": sorted(row_ids)}}] if row_ids else []
+    return {"bool": {"filter": [{"term": {"tenant": tenant}},
+                                {"bool": {"should": either, "minimum_should_match": 1}}]}}
+
+
+def steps_by_query(tenant: str, row_ids: Sequence[str], known_at: datetime) -> dict:
+    """The maintenance steps of these rows up to known_at (a row without one was active then,
+    superseded by nothing: its first step, 'observed', says so)."""
+    return {"bool": {"filter": [{"term": {"tenant": tenant}}, {"terms": {"row_id": sorted(row_ids)}},
+                                {"range": {"at_us": {"lte": es.micros(known_at)}}}],
+                     "must_not": [{"term": {"change": "observed"}}]}}
+
+
+def version_fields(source: dict, step: dict | None) -> VersionFields:
+    """A row's version fields; with `step` (its last step by known_at), its state then."""
+    state, pointer = (source.get("state", "active"), source.get("superseded_by")) if step is None \
+        else (step["state"], step.get("superseded_by"))
+    return VersionFields(source["row_id"], source["tenant"], source.get("thread"), es.parse_iso(source.get("event_time")),
+                         es.parse_iso(source["ingested_at"]), source["ingest_position"], tuple(source.get("acl", [])),
+                         state, pointer)
 
 
 def encode_batch(mutations: Sequence[RowMutation], skipped: Sequence[SkippedDocument], position: int) -> dict:
@@ -184,6 +211,31 @@ class ElasticsearchRowStore:
         self._applied = applied
         return applied
 
+    def erase(self, tenant: str, row_ids: Sequence[str], position: int | None) -> list[str]:
+        """Delete rows, their history and skip records, leave an 'erased' skip record per id, and
+        move the checkpoint to `position` (None: an out-of-band purge). Idempotent, so a crash
+        before the checkpoint only means the erasure is applied again. Returns the stored ids.
+        Segments with deletions are force-merged, so no segment keeps an erased row's text."""
+        ids = list(dict.fromkeys(row_ids))
+        if not ids:
+            return []
+        stored = [doc["_id"] for doc in self._mget(ids, ["row_id"])]
+        at = self.applied_position() if position is None else position
+        by_id = {"terms": {"row_id": ids}}
+        with es.driver_errors(COMPONENT, "erase"):
+            self.client.delete_by_query(index=self.index, query={"ids": {"values": ids}}, refresh=True, conflicts="proceed")
+            # The rows' index is the lexical index too: expunging its deletions drops their terms.
+            self.client.indices.forcemerge(index=self.index, only_expunge_deletes=True)
+            for suffix in ("history", "skipped"):
+                self.client.delete_by_query(index=f"{self.index}-{suffix}", query=by_id, refresh=True, conflicts="proceed")
+                self.client.indices.forcemerge(index=f"{self.index}-{suffix}", only_expunge_deletes=True)
+        self._write_batch([], [SkippedDocument(rid, at, "erased", tenant=tenant) for rid in ids])
+        if position is not None:
+            applied = self.applied_position() if self._seen is None else self._applied
+            self._applied = max(applied, position)
+            self._store_checkpoint(self._applied, None)
+        return stored
+
     _applied = 0
 
     # -- reads ------------------------------------------------------------------------------
@@ -211,14 +263,15 @@ class ElasticsearchRowStore:
                                           source_includes=fields)
         return response["hits"]["hits"]
 
-    def _scan(self, index: str, query: dict, sort: list, action: str, limit: int | None = None) -> Iterator[dict]:
+    def _scan(self, index: str, query: dict, sort: list, action: str, limit: int | None = None,
+              fields: list[str] | None = None) -> Iterator[dict]:
         """Every hit in `sort` order, page by page (search_after on a total order)."""
         after, seen = None, 0
         while limit is None or seen < limit:
             size = _PAGE if limit is None else min(_PAGE, limit - seen)
             with es.driver_errors(COMPONENT, action):
                 response = self.client.search(index=index, query=query, sort=sort, size=size,
-                                              search_after=after, track_total_hits=False)
+                                              search_after=after, track_total_hits=False, source_includes=fields)
             hits = response["hits"]["hits"]
             yield from hits
             seen += len(hits)
@@ -236,6 +289,22 @@ class ElasticsearchRowStore:
         query = {"bool": {"filter": [{"term": {"tenant": tenant}}, {"term": {"thread": thread}}]}}
         sort = [{"event_us": {"order": "asc", "missing": "_last"}}, {"ingest_position": "asc"}, {"row_id": "asc"}]
         return [es.row_from_document(h["_source"]) for h in self._scan(self.index, query, sort, "thread")]
+
+    def versions_of(self, tenant: str, threads: Sequence[str], row_ids: Sequence[str] = (),
+                    known_at: datetime | None = None) -> list[VersionFields]:
+        """One search (a page per 1,000 rows); under known_at a second for the rows' steps by then."""
+        if not threads and not row_ids:
+            return []
+        sort = [{"ingest_position": "asc"}, {"row_id": "asc"}]
+        sources = [h["_source"] for h in self._scan(self.index, versions_query(tenant, threads, row_ids), sort,
+                                                   "versions", fields=_VERSION_FIELDS)]
+        if known_at is None:
+            return [version_fields(source, None) for source in sources]
+        last: dict[str, dict] = {source["row_id"]: {"state": "active"} for source in sources}
+        query = steps_by_query(tenant, list(last), known_at)
+        for hit in self._scan(f"{self.index}-history", query, [{"position": "asc"}, {"row_id": "asc"}], "versions"):
+            last[hit["_source"]["row_id"]] = hit["_source"]
+        return [version_fields(source, last[source["row_id"]]) for source in sources]
 
     def skipped(self, row_id: str) -> SkippedDocument | None:
         hits = self._search(f"{self.index}-skipped", {"term": {"row_id": row_id}}, [{"position": "asc"}], 1, "skipped")
@@ -278,6 +347,29 @@ class ElasticsearchRowStore:
             return []
         sort = [{"ingest_position": "asc"}, {"row_id": "asc"}]
         return [es.row_from_document(h["_source"]) for h in self._scan(self.index, query, sort, "in_scope", limit)]
+
+    def page(self, tenant: str | None, after: tuple[int, str] | None, limit: int) -> list[Row]:
+        """Up to `limit` rows of a tenant (every tenant: None) in (ingest position, row id) order,
+        from just after the key `after` (search_after on that total order)."""
+        query = {"term": {"tenant": tenant}} if tenant is not None else {"match_all": {}}
+        with es.driver_errors(COMPONENT, "page"):
+            response = self.client.search(index=self.index, query=query, size=limit, track_total_hits=False,
+                                          sort=[{"ingest_position": "asc"}, {"row_id": "asc"}],
+                                          search_after=list(after) if after is not None else None)
+        return [es.row_from_document(h["_source"]) for h in response["hits"]["hits"]]
+
+    def histories(self, row_ids: Sequence[str]) -> dict[str, list[RowChange]]:
+        """The history of each of `row_ids` that has one, in log order."""
+        out: dict[str, list[RowChange]] = {}
+        ids = list(dict.fromkeys(row_ids))
+        for start in range(0, len(ids), _PAGE):
+            query = {"terms": {"row_id": ids[start : start + _PAGE]}}
+            for s in (h["_source"] for h in self._scan(f"{self.index}-history", query,
+                                                       [{"row_id": "asc"}, {"position": "asc"}], "histories")):
+                out.setdefault(s["row_id"], []).append(RowChange(
+                    position=s["position"], at=s["at"], change=s["change"], state=s["state"],
+                    superseded_by=s.get("superseded_by"), run_id=s.get("run_id"), reason=s.get("reason", "")))
+        return out
 
     def inactive_at(self, tenant: str, known_at: datetime) -> frozenset[str]:
         # A row's first step ('observed') is active; so the latest maintenance step at or before

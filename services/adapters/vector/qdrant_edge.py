@@ -198,6 +198,44 @@ class QdrantEdgeVectorIndex:
         staging.rename(self.path)
         self._shard = self._open()
 
+    def delete(self, row_ids: Sequence[str]) -> None:
+        """Erase rows so that no file of the shard keeps their payload or vector. A Qdrant delete
+        only marks points (their payload stays in the payload storage, its indexes and the WAL),
+        so every other point is copied into a fresh shard, which replaces this one the way
+        `optimize` upgrades ids. The new shard has no graph until the next `orgmem optimize`."""
+        gone = {self._point_id(r) for r in row_ids}
+        with self._lock:
+            shard = self._live()
+            with self._driver("delete"):
+                present = [str(p.id) for p in shard.retrieve(list(gone), with_payload=False, with_vector=False)]
+            if not present:
+                return
+            staging, retired = self._beside("erasing"), self._beside("retired")
+            shutil.rmtree(staging, ignore_errors=True)
+            target = QdrantEdgeVectorIndex(staging, self.dim, self._search_params.hnsw_ef)
+            try:
+                offset = None
+                with self._driver("copy without erased points"):
+                    while True:
+                        points, offset = shard.scroll(
+                            ScrollRequest(limit=UPSERT_BATCH, offset=offset, with_payload=True, with_vector=True))
+                        kept = [Point(str(p.id), _dense(p.vector), p.payload) for p in points if str(p.id) not in gone]
+                        if kept:
+                            target._live().update(UpdateOperation.upsert_points(kept))
+                        if offset is None:
+                            break
+            finally:
+                target.close()
+            if not self._carrying:
+                (staging / CARRYING_MARKER).unlink(missing_ok=True)  # the copy kept name-based ids
+            with self._driver("close before the swap"):
+                shard.close()
+            self._shard = None
+            self.path.rename(retired)
+            staging.rename(self.path)
+            shutil.rmtree(retired, ignore_errors=True)
+            self._shard = self._open()
+
     def _finish_swap(self) -> None:
         retired = self._beside("retired")
         if retired.exists() and not self.path.exists():

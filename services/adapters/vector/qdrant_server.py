@@ -114,6 +114,15 @@ class QdrantServerVectorIndex:
 
     # --- writes ----------------------------------------------------------------------------
 
+    def delete(self, row_ids: Sequence[str]) -> None:
+        """Erase rows' points. The server drops their payloads at once and their vectors when its
+        vacuum optimizer rewrites the segment (docs/erasure.md says what that leaves)."""
+        if not row_ids:
+            return
+        with self._driver("delete"):
+            self.client.delete(self.collection, points_selector=qm.PointIdsList(points=[point_id(r) for r in row_ids]),
+                               wait=True)
+
     def upsert(self, rows: Sequence[Row], vectors: np.ndarray) -> None:
         """Index rows with their vectors; a re-upsert replaces. Acknowledged = durable (wait=True)."""
         matrix, problems = checked_batch(rows, vectors, self.dim)

@@ -5,6 +5,9 @@ The roots are the tenant's (`connector_tenant_roots`, else `connector_roots`, el
 refused (400); a link met inside them that leads out is a dead letter of the report. A run that
 started always answers with its report: 200 when it finished, 503 with the report (`stopped` set)
 when the log refused a batch part-way; what it appended stays, and a rerun reads the rest.
+
+GET /v1/connectors/dead-letters: the items the caller's tenant's runs could not read (admin only;
+what `orgmem connect dead-letters --tenant` shows).
 """
 
 from __future__ import annotations
@@ -12,20 +15,40 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from schemas.connectors import ConnectorRunRequest, ConnectorRunResponse
-from services.api.deps import State, Writer
+from schemas.connectors import (
+    ConnectorRunRequest,
+    ConnectorRunResponse,
+    DeadLettersResponse,
+    DeadLetterView,
+)
+from services.api.deps import Admin, State, Writer
+from services.api.problems import ApiProblem
 from services.app.connectors import (
     KnownSources,
     check_under_roots,
     guard_for,
     run_connector,
 )
+from services.connectors.base import dead_letter_records
 
 router = APIRouter(tags=["connectors"])
+
+
+@router.get("/v1/connectors/dead-letters", operation_id="list_dead_letters", response_model=DeadLettersResponse)
+def dead_letters(s: State, caller: Admin, limit: int = Query(default=200, ge=1, le=1000)) -> DeadLettersResponse:
+    if caller.readers is not None:
+        # A reason may quote the item it could not read, which no access list has vetted yet.
+        raise ApiProblem(403, "Forbidden", "dead letters may quote any item of the tenant: this route needs an "
+                         "unrestricted admin key", "forbidden")
+    # Only the caller's tenant's: never the legacy lines that name no tenant (the operator's CLI shows those).
+    letters = [letter for _, letter in dead_letter_records(Path(s.settings.data_dir), caller.tenant)]
+    newest = letters[::-1][:limit]
+    return DeadLettersResponse(dead_letters=[DeadLetterView(connector=d.connector, path=d.path, reason=d.reason, at=d.at)
+                                             for d in newest], total=len(letters))
 
 
 @router.post("/v1/connectors/{kind}", operation_id="run_connector", response_model=ConnectorRunResponse,

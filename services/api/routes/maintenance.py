@@ -1,4 +1,5 @@
-"""Admin routes for maintenance: start consolidation and MemRefine runs, list runs, revert one.
+"""Admin routes for maintenance: start consolidation and MemRefine runs, list runs and the
+decisions of one, revert one.
 
 Runs execute on the profile's task runner (a thread of the embedded server, or the Celery
 workers of the cluster); a POST answers at once with the run id and status "queued", and GET
@@ -7,13 +8,15 @@ shows status and progress while it runs. An admin acts on the tenant of their ow
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from schemas.admin import (
     ConsolidateRequest,
     RefineRequest,
     RunAccepted,
+    RunDecision,
+    RunDecisionsResponse,
     RunsResponse,
     RunView,
 )
@@ -47,6 +50,25 @@ def list_runs(caller: Admin, service: Maintenance) -> RunsResponse:
 @router.get("/runs/{run_id}", operation_id="get_maintenance_run", response_model=RunView)
 def get_run(run_id: str, caller: Admin, service: Maintenance) -> RunView:
     return RunView(**service.run(run_id, caller.tenant).view())
+
+
+_CHANGES = {"row_superseded": "superseded", "row_archived": "archived", "row_derived": "derived",
+            "row_restored": "restored"}
+
+
+@router.get("/runs/{run_id}/decisions", operation_id="list_maintenance_run_decisions",
+            response_model=RunDecisionsResponse)
+def list_decisions(run_id: str, caller: Admin, service: Maintenance,
+                   limit: int = Query(default=500, ge=1, le=5000)) -> RunDecisionsResponse:
+    run = service.run(run_id, caller.tenant)  # 404 for another tenant's run
+    decisions, total = [], 0
+    for event in service.ledger.run_events(run):
+        total += 1
+        if len(decisions) < limit:
+            decisions.append(RunDecision(change=_CHANGES[event.type], row_id=event.row_id,
+                                         superseded_by=getattr(event, "superseded_by", None),
+                                         sources=getattr(event, "sources", []), reason=event.reason))
+    return RunDecisionsResponse(run_id=run_id, decisions=decisions, total=total)
 
 
 @router.post("/runs/{run_id}/revert", operation_id="revert_maintenance_run", status_code=202, response_model=RunAccepted)

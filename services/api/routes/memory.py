@@ -16,18 +16,22 @@ from schemas.api import (
     QueryRequest,
     QueryResponse,
     RowResponse,
+    RowVersion,
     ThreadResponse,
 )
 from schemas.documents import DATE_MAX, DATE_MIN  # the window every entry point applies
 from services.api.deps import CurrentCaller, State, Writer
 from services.api.problems import ApiProblem, invalid_request
 from services.core.evidence import render_evidence
+from services.core.retrieval_config import weights_problem
+from services.core.versions import Version
 from services.errors import NotReady
 
 router = APIRouter(tags=["memory"])
 
 
-def _date_problem(field: str, value: datetime | None) -> str | None:
+def date_problem(field: str, value: datetime | None) -> str | None:
+    """The problem with a date outside the window every entry point accepts (the MCP tools too), if any."""
     if value is None:
         return None
     try:
@@ -38,13 +42,13 @@ def _date_problem(field: str, value: datetime | None) -> str | None:
 
 
 def check_document_dates(body: IngestRequest) -> None:
-    problems = [p for i, d in enumerate(body.documents) if (p := _date_problem(f"documents.{i}.date", d.date))]
+    problems = [p for i, d in enumerate(body.documents) if (p := date_problem(f"documents.{i}.date", d.date))]
     if problems:
         raise invalid_request("; ".join(problems[:10]))
 
 
 def check_query_limits(body: QueryRequest, limits) -> None:
-    problems = [p for p in (_date_problem("as_of", body.as_of), _date_problem("known_at", body.known_at)) if p]
+    problems = [p for p in (date_problem("as_of", body.as_of), date_problem("known_at", body.known_at)) if p]
     if (body.k or 0) > limits.max_k:
         problems.append(f"k: at most {limits.max_k}")
     if (body.reserve or 0) > limits.max_k:
@@ -100,19 +104,25 @@ async def query(body: QueryRequest, s: State, caller: CurrentCaller) -> QueryRes
         # No amount of waiting reaches a position nobody has written: a client error, not a 503.
         raise invalid_request(f"after: position {body.after} is past the log head {head}")
     config = s.memory.config_for(body.preset, k=body.k, reserve=body.reserve, candidates=body.candidates,
-                                 selector=body.selector, conjunctive=body.conjunctive, weights=body.weights)
+                                 selector=body.selector, conjunctive=body.conjunctive,
+                                 lexical_match=body.lexical_match, weights=body.weights)
+    if problem := weights_problem(config.weights):  # the request's weights over its preset's
+        raise invalid_request(problem)
     scope = s.memory.scope_for(caller, as_of=body.as_of, known_at=body.known_at, kinds=body.kinds,
                                authors=body.authors, threads=body.threads)
     if body.after is not None:
         await wait_for_position(s.memory, body.after, limits.read_your_writes_timeout_s)
     result = await run_in_threadpool(s.memory.query, body.q, scope, config)
     rows = [sel.row for sel in result.selected]
+    versions = {row_id: _version(v) for row_id, v in result.versions.items()}
     return QueryResponse(
         rows=[QueryHit(rank=sel.rank, row_id=sel.row.row_id, reason=sel.reason, fused_score=sel.fused_score,
                        leg_ranks=sel.leg_ranks, leg_scores=sel.leg_scores, date=sel.row.event_time,
                        author=sel.row.author, kind=sel.row.kind, thread=sel.row.thread, title=sel.row.title,
-                       text=sel.row.text, superseded_by=sel.row.superseded_by) for sel in result.selected],
-        evidence=render_evidence(rows, show_supersession=body.show_supersession),
+                       text=sel.row.text, version=(version := versions.get(sel.row.row_id)),
+                       superseded_by=version.contradicted_by[0] if version and version.contradicted_by else None)
+              for sel in result.selected],
+        evidence=render_evidence(rows, show_supersession=body.show_supersession, versions=result.versions),
         matched=result.matched, leg_sizes=result.leg_sizes, timings_ms=result.timings_ms,
         applied_position=s.memory.applied,
     )
@@ -121,9 +131,18 @@ async def query(body: QueryRequest, s: State, caller: CurrentCaller) -> QueryRes
 @router.get("/v1/rows/{row_id}", operation_id="get_row", response_model=RowResponse)
 def get_row(row_id: str, s: State, caller: CurrentCaller) -> RowResponse:
     row, history = s.memory.row(row_id, caller)
-    return RowResponse(row=row, history=history)
+    version = s.memory.versions([row], caller).get(row.row_id)
+    return RowResponse(row=row, history=history, version=_version(version) if version else None)
 
 
 @router.get("/v1/threads/{thread_id:path}", operation_id="get_thread", response_model=ThreadResponse)
 def get_thread(thread_id: str, s: State, caller: CurrentCaller) -> ThreadResponse:
-    return ThreadResponse(thread=thread_id, rows=s.memory.thread(thread_id, caller))
+    rows = s.memory.thread(thread_id, caller)
+    versions = s.memory.versions(rows, caller)
+    return ThreadResponse(thread=thread_id, rows=rows, versions={rid: _version(v) for rid, v in versions.items()})
+
+
+def _version(version: Version) -> RowVersion:
+    return RowVersion(index=version.index, count=version.count, latest_row_id=version.latest_row_id,
+                      superseded_by=version.superseded_by, superseded_on=version.superseded_on,
+                      contradicted_by=list(version.contradicted_by))

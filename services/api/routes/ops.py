@@ -7,6 +7,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from schemas.api import StatsResponse
 from services.api.deps import Admin, State
+from services.app.indexer import rewound
 
 router = APIRouter(tags=["ops"])
 
@@ -33,6 +34,8 @@ def readyz(s: State, response: Response) -> dict:
         status = "projections-broken"
         reason = ("projection " + ", ".join(f"{name} is {state}" for name, state in sorted(problems.items()))
                   + " beside the row store: stop the server and run `orgmem rebuild`")
+    elif head < applied:
+        status, reason = "log-behind", rewound(head, applied)
     elif status == "ready" and max_lag and head - applied > max_lag:
         status = "lagging"
         reason = f"the indexer is {head - applied} events behind the log (indexer_max_lag: {max_lag})"
@@ -58,8 +61,10 @@ def readyz(s: State, response: Response) -> dict:
 @router.get("/metrics", operation_id="metrics")
 def metrics(s: State) -> Response:
     m = s.metrics
-    m.log_head.set(s.memory.head())
-    m.applied.set(s.memory.applied)
+    head, applied = s.memory.head(), s.memory.applied
+    m.log_head.set(head)
+    m.applied.set(applied)
+    m.log_behind.set(1 if head < applied else 0)
     m.indexer_errors.set(s.indexer.errors)
     m.indexer_paused.set(1 if getattr(s.indexer, "paused", False) else 0)
     storage = _storage(s)

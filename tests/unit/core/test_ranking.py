@@ -52,16 +52,15 @@ def test_each_leg_is_cut_to_c_candidates():
     assert {f.row_id for f in fusion.fused} == {"a", "b", "c"}
 
 
-def test_a_zero_weight_leg_still_matches_its_rows_at_score_zero():
+def test_a_zero_weight_leg_takes_no_part():
     run = config(weights={"lex": 1.0, "tag": 0.0, "vec": 0.0})
     fusion = fuse({"lex": [("a", 1.0)], "vec": [("c", 0.5), ("e", 0.4)]}, ROWS, run)
-    scores = {f.row_id: f.score for f in fusion.fused}
-    assert scores == {"a": pytest.approx(1 / 60), "c": 0.0, "e": 0.0}
-    assert [f.row_id for f in fusion.fused] == ["a", "e", "c"]  # ties: most recently ingested first
-    # The zero-score rows are matched: the reserve takes them before any unmatched row.
+    assert {f.row_id: f.score for f in fusion.fused} == {"a": pytest.approx(1 / 60)}
+    assert set(fusion.legs) == {"lex"}
+    # Its rows are not matched: a reserve short of matched rows is filled from the newest rows.
     picks = ranked(config(weights={"lex": 1.0, "tag": 0.0, "vec": 0.0}, k=2, reserve=1),
                    ["u2", "u1"], {"lex": [("a", 1.0)], "vec": [("c", 0.5), ("e", 0.4)]})
-    assert picks == [("a", "fused"), ("e", "reserve")]
+    assert picks == [("a", "fused"), ("u2", "reserve_fill")]
 
 
 def test_the_reserve_takes_the_latest_dated_remaining_rows_then_the_newest_unmatched():

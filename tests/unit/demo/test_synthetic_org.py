@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from services.demo.questions import KINDS
 from services.demo.synthetic_org import generate, gold_row_ids, main
 
 webvtt = pytest.importorskip("webvtt", reason="webvtt-py is needed to check the generated meetings")
@@ -86,7 +87,7 @@ def test_generation_is_fast_and_sized_for_retrieval(tmp_path):
     started = time.perf_counter()
     org = generate(tmp_path, seed=11)
     assert time.perf_counter() - started < 5.0
-    assert 600 <= org.counts["documents"] <= 1200
+    assert 800 <= org.counts["documents"] <= 1300
     assert org.counts["decision_threads"] == 36
 
 
@@ -163,7 +164,7 @@ def test_every_gold_reference_exists_in_the_files(org, files):
 
 def test_questions_cover_every_kind_and_known_at_is_rare(org, files):
     kinds = {q["kind_of_question"] for q in org.questions}
-    assert kinds == {"current", "as_of", "who_decided", "what_changed", "correction"}
+    assert kinds == set(KINDS)
     known = [q for q in org.questions if q["known_at"]]
     assert 1 <= len(known) <= 3
     for q in known:  # written before the correction existed: only the uncorrected version is gold
@@ -203,11 +204,11 @@ def test_answers_are_spelled_out_in_the_gold_documents(org, files):
             texts = _squash(" ".join(files[_ref(g)]["text"] for g in q["gold"]))
             assert _squash(q["answer"]) in texts, q["id"]
         if q["kind_of_question"] == "who_decided":
-            assert files[_ref(q["gold"][0])]["author"] == q["answer"]
+            assert q["answer"].startswith(files[_ref(q["gold"][0])]["author"])
 
 
-def test_contradictions_are_never_gold_and_corrections_come_weeks_later(org, files):
-    gold = {_ref(g) for q in org.questions for g in q["gold"]}
+def test_contradictions_are_gold_only_where_asked_and_corrections_come_weeks_later(org, files):
+    gold = {_ref(g) for q in org.questions if q["kind_of_question"] != "contradiction" for g in q["gold"]}
     clashes = [t["contradiction"] for t in org.threads if t["contradiction"]]
     fixes = [t for t in org.threads if t["correction"]]
     assert len(clashes) >= 5 and len(fixes) >= 5
@@ -240,3 +241,74 @@ def test_cli_prints_counts_and_rejects_a_bad_thread_count(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main([str(tmp_path), "--threads", "0"])
     assert "threads" in capsys.readouterr().err
+
+
+# --- the organisational evaluation: versions, justification chains, contradicting statements -----
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_each_bench_seed_is_byte_identical_on_rerun_and_unlike_the_others(tmp_path, seed):
+    def tree(root: Path) -> dict:
+        return {p.relative_to(root): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+    first = tree(generate(tmp_path / "a", seed=seed, threads=24, filler=0.4).root)
+    assert tree(generate(tmp_path / "b", seed=seed, threads=24, filler=0.4).root) == first
+    for other in {1, 2, 3} - {seed}:
+        again = tree(generate(tmp_path / f"s{other}", seed=other, threads=24, filler=0.4).root)
+        assert again[Path("questions.json")] != first[Path("questions.json")]
+        assert again[Path("mail/org.mbox")] != first[Path("mail/org.mbox")]
+
+
+def test_the_filler_scale_sizes_the_everyday_traffic_and_is_bounded(tmp_path):
+    small = generate(tmp_path / "small", seed=1, threads=24, filler=0.4)
+    assert 400 <= small.counts["documents"] <= 800 and small.counts["questions"] >= 60
+    assert generate(tmp_path / "none", seed=1, threads=24, filler=0.0).counts["documents"] < small.counts["documents"]
+    with pytest.raises(ValueError, match="filler"):
+        generate(tmp_path / "bad", filler=-1)
+
+
+def test_version_questions_name_the_version_in_force_and_every_version_it_superseded(org, files):
+    threads = {t["thread"]: t for t in org.threads}
+    versioned = [q for q in org.questions if q["version"]]
+    assert {q["kind_of_question"] for q in versioned} == set(KINDS) - {"justification"}
+    for q in versioned:
+        versions = [_ref(v) for v in threads[q["thread"]]["versions"]]
+        version = _ref(q["version"])
+        assert version in {_ref(g) for g in q["gold"]}, q["id"]
+        assert [_ref(v) for v in q["superseded"]] == versions[: versions.index(version)], q["id"]
+        for old in q["superseded"]:
+            assert files[_ref(old)]["date"] < files[version]["date"]
+        if q["as_of"]:
+            assert files[version]["date"] < _start_of(q["as_of"]), q["id"]
+            later = versions[versions.index(version) + 1:]
+            assert all(files[v]["date"] >= _start_of(q["as_of"]) for v in later), f"{q['id']}: a later version held"
+        if q["kind_of_question"] == "current":
+            assert version == versions[-1]
+
+
+def test_justification_chains_cite_backwards_from_decision_to_recommendation_to_trigger(org, files):
+    chains = [q for q in org.questions if q["kind_of_question"] == "justification"]
+    assert len(chains) >= 15
+    threads = {t["thread"]: t for t in org.threads}
+    for q in chains:
+        decision, advice, trigger = (files[_ref(g)] for g in q["gold"])
+        assert trigger["date"] < advice["date"] < decision["date"], q["id"]
+        why = next(v["because"] for v in threads[q["thread"]]["versions"] if v["source_id"] == q["gold"][0]["source_id"])
+        assert f"recommendation {why['recommendation']['author']} made on" in _squash(decision["text"])
+        assert f"'{why['trigger']['subject']}'" in _squash(advice["text"])
+        # The decision names only the recommendation, not the trigger: the chain has to be followed.
+        assert why["trigger"]["subject"] not in _squash(decision["text"])
+
+
+def test_contradiction_questions_hold_each_statement_and_the_rule_it_contradicts(org, files):
+    asked = [q for q in org.questions if q["kind_of_question"] == "contradiction"]
+    stale = [t["stale"] for t in org.threads if t["stale"]]
+    assert len(asked) >= 10 and len(stale) >= 5
+    statements = {_ref(s): s for t in org.threads for s in (t["contradiction"], t["stale"]) if s}
+    for q in asked:
+        said = [statements[_ref(g)] for g in q["gold"] if _ref(g) in statements]
+        assert said, q["id"]
+        rule = q["answer"].rsplit("; the rule was ", 1)[1]
+        for s in said:
+            assert s["value"] != rule and s["value"] in _squash(files[_ref(s)]["text"])
+    for s in stale:  # a replaced rule, stated as if it still held
+        assert "not an official decision" not in _squash(files[_ref(s)]["text"])

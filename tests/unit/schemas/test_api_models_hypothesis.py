@@ -72,10 +72,13 @@ def test_one_bad_document_names_its_index_and_field(batch, data):
 @given(st.fixed_dictionaries(
     {"q": st.text(min_size=1, max_size=4096)},
     optional={"k": st.integers(1, 10_000), "candidates": st.integers(1, 10_000), "selector": st.sampled_from(["rrf", "pursuit"]),
+              "lexical_match": st.sampled_from(["all", "any", "adaptive"]),
               "conjunctive": st.booleans(), "after": st.integers(0, 2**62), "as_of": dates,
               "weights": st.dictionaries(st.sampled_from(["lex", "tag", "vec"]), st.floats(0, 100)),
               "kinds": st.lists(names, max_size=5), "show_supersession": st.booleans()}))
 def test_a_valid_query_round_trips(raw):
+    if raw.get("lexical_match") and "conjunctive" in raw:  # the alias must agree (test below)
+        raw["lexical_match"] = "all" if raw["conjunctive"] else "any"
     query = QueryRequest.model_validate_json(as_json(raw))
     assert QueryRequest.model_validate_json(query.model_dump_json()) == query
     assert query.q == raw["q"] and query.k == raw.get("k")
@@ -85,6 +88,7 @@ def test_a_valid_query_round_trips(raw):
 @given(st.sampled_from([
     ("q", ""), ("q", "x" * 4097), ("k", 0), ("k", -3), ("candidates", 0), ("after", -1), ("selector", "mmr"),
     ("weights", {"bm25": 1.0}), ("as_of", "not a date"), ("unknown_field", True), ("conjunctive", "maybe"),
+    ("lexical_match", "some"), ("lexical_match", 2),
 ]), st.text(min_size=1, max_size=50))
 def test_an_invalid_query_names_the_field(case, q):
     field, value = case
@@ -92,6 +96,13 @@ def test_an_invalid_query_names_the_field(case, q):
     with pytest.raises(ValidationError) as caught:
         QueryRequest.model_validate(raw)
     assert field in {str(e["loc"][0]) for e in caught.value.errors()}
+
+
+@pytest.mark.parametrize(("conjunctive", "lexical_match"), [(True, "any"), (True, "adaptive"), (False, "all")])
+def test_conjunctive_is_an_alias_that_must_agree_with_lexical_match(conjunctive, lexical_match):
+    with pytest.raises(ValidationError, match="contradicts"):
+        QueryRequest(q="x", conjunctive=conjunctive, lexical_match=lexical_match)
+    assert QueryRequest(q="x", conjunctive=conjunctive).lexical_match is None  # the alias alone is kept as given
 
 
 @settings(max_examples=300, deadline=None)

@@ -1,0 +1,1 @@
+"""orgmem's Python packages for callers of a server: `orgmem.client`."""

@@ -1,0 +1,161 @@
+"""The queries of the tantivy lexical index: the schema they address, the analysis of query
+terms, the text and tag rankings and the scope as a non-scoring filter. Query building only;
+the index, its searcher and its writes are in `tantivy.py`.
+
+Times are indexed as integer microseconds since the epoch (UTC) rather than tantivy dates:
+tantivy truncates indexed dates to whole seconds, which would make `event_time <= as_of`
+disagree with `services.core.scope.admits` inside a second.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from itertools import combinations
+
+import tantivy
+
+from services.core.scope import Scope
+from services.core.term_match import TermMatch
+
+RAW_FIELDS = ("row_id", "tenant", "acl", "state", "kind", "author", "thread")
+TEXT_FIELDS = ("text", "title")
+# A tie on the k-th tag score is resolved by naming the tag subset that scores it; with more
+# matched tags than this the subsets are not enumerated and the whole tie is read instead.
+MAX_SUBSET_TAGS = 8
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def schema() -> tantivy.Schema:
+    builder = tantivy.SchemaBuilder()
+    for name in RAW_FIELDS:
+        builder.add_text_field(name, stored=name == "row_id", tokenizer_name="raw", index_option="basic")
+    for name in TEXT_FIELDS:
+        # Positions are kept so a query term that analyses to several tokens matches as a phrase.
+        builder.add_text_field(name, tokenizer_name="en_stem", index_option="position")
+    builder.add_text_field("tag", tokenizer_name="raw", index_option="basic")
+    for name in ("event_time", "ingested_at", "ingest_position"):
+        builder.add_integer_field(name, indexed=True, fast=True)
+    return builder.build()
+
+
+def micros(field: str, value: datetime) -> int:
+    if not isinstance(value, datetime):
+        raise TypeError(f"{field}: expected a datetime, got {type(value).__name__}")
+    # Naive datetimes are UTC, as in schemas.documents; floor division of timedeltas is exact.
+    return ((value if value.tzinfo else value.replace(tzinfo=UTC)) - _EPOCH) // timedelta(microseconds=1)
+
+
+def _query_analyzer() -> tantivy.TextAnalyzer:
+    """The same chain as tantivy's built-in `en_stem`, to analyse query terms exactly as the
+    `text` and `title` fields were analysed at index time."""
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
+
+
+class Queries:
+    """Builds the index's queries against one schema."""
+
+    def __init__(self, index_schema: tantivy.Schema):
+        self._schema = index_schema
+        self._analyzer = _query_analyzer()
+
+    def text(self, terms: Sequence[str], match: TermMatch) -> tantivy.Query | None:
+        """BM25 over text and title, each term one clause; a row must match `match.required(n)`
+        of the n clauses. None when no term has an indexable token."""
+        clauses: list[tantivy.Query] = []
+        seen: set[tuple[str, ...]] = set()
+        for term in terms:
+            tokens = tuple(self._analyzer.analyze(term))
+            # A term with no indexable token (punctuation, over-long) can match nothing; it is
+            # dropped rather than turning a conjunctive query into an empty one. Terms that stem
+            # alike are one clause, so they count once towards the required number.
+            if not tokens or tokens in seen:
+                continue
+            seen.add(tokens)
+            clauses.append(self._term_clause(tokens))
+        if not clauses:
+            return None
+        required = match.required(len(clauses))
+        if required == len(clauses):
+            return tantivy.Query.boolean_query([(tantivy.Occur.Must, clause) for clause in clauses])
+        should = [(tantivy.Occur.Should, clause) for clause in clauses]
+        # A matched clause adds its BM25 score either way: the rule only removes rows, it never reorders them.
+        return tantivy.Query.boolean_query(should, minimum_number_should_match=required if required > 1 else None)
+
+    def _term_clause(self, tokens: tuple[str, ...]) -> tantivy.Query:
+        per_field = []
+        for name in TEXT_FIELDS:
+            if len(tokens) == 1:
+                per_field.append(tantivy.Query.term_query(self._schema, name, tokens[0]))
+            else:
+                per_field.append(tantivy.Query.phrase_query(self._schema, name, list(tokens)))
+        return tantivy.Query.boolean_query([(tantivy.Occur.Should, q) for q in per_field])
+
+    def tags(self, idf_of: dict[str, float]) -> tantivy.Query:
+        """Each matched tag adds its idf (constant scores: no length normalisation, so a row with
+        many participants does not rank below a row matching fewer of the query's tags)."""
+        return tantivy.Query.boolean_query(
+            [(tantivy.Occur.Should, tantivy.Query.const_score_query(self.tag(tag), idf)) for tag, idf in idf_of.items()]
+        )
+
+    def tag(self, tag: str) -> tantivy.Query:
+        return tantivy.Query.term_query(self._schema, "tag", tag)
+
+    def tag_subset(self, idf_of: dict[str, float], score: float) -> tantivy.Query | None:
+        """The rows whose tag score is exactly `score`: those matching one subset of the query's
+        tags and none of the others. None when no single subset sums to it (then the caller
+        falls back to reading the whole tie)."""
+        tags = list(idf_of)
+        if len(tags) > MAX_SUBSET_TAGS:
+            return None
+        subsets = [
+            chosen for size in range(1, len(tags) + 1) for chosen in combinations(tags, size)
+            if math.isclose(sum(idf_of[t] for t in chosen), score, rel_tol=1e-5)  # tantivy sums in f32
+        ]
+        if len(subsets) != 1:
+            return None
+        occur = tantivy.Occur
+        return tantivy.Query.boolean_query(
+            [(occur.Must if tag in subsets[0] else occur.MustNot, self.tag(tag)) for tag in tags]
+        )
+
+    def scope_filter(self, scope: Scope) -> tantivy.Query:
+        """The scope as one zero-scoring query (mirrors services.core.scope.admits)."""
+        schema, Query, Occur = self._schema, tantivy.Query, tantivy.Occur
+        must = [Query.term_query(schema, "tenant", scope.tenant)]
+        must_not: list[tantivy.Query] = []
+
+        def one_of(field: str, values) -> tantivy.Query:
+            values = sorted(values)
+            return Query.term_set_query(schema, field, values) if values else Query.empty_query()
+
+        def at_most(field: str, bound: datetime) -> tantivy.Query:
+            return Query.range_query(
+                schema, field, tantivy.FieldType.Integer, upper_bound=micros(field, bound)
+            )
+
+        readers = scope.reader_tokens()
+        if readers is not None:
+            must.append(one_of("acl", readers))
+        if scope.as_of is not None:
+            must.append(at_most("event_time", scope.as_of))  # rows without event_time fail
+        if scope.known_at is not None:
+            must.append(at_most("ingested_at", scope.known_at))
+            if scope.inactive_at_known:
+                must_not.append(one_of("row_id", scope.inactive_at_known))
+        else:
+            must.append(Query.term_query(schema, "state", "active"))
+        for field, values in (("kind", scope.kinds), ("author", scope.authors), ("thread", scope.threads)):
+            if values is not None:
+                must.append(one_of(field, values))
+        combined = Query.boolean_query(
+            [(Occur.Must, q) for q in must] + [(Occur.MustNot, q) for q in must_not]
+        )
+        return Query.const_score_query(combined, 0.0)

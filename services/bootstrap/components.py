@@ -1,0 +1,107 @@
+"""Components picked by settings: the encoders (documents behind the vector cache), tracing,
+the retrieval presets, the judge and the API key store."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from services.app.vector_cache import CachedEmbedder
+from services.bootstrap.data_folder import private_data_folder
+from services.core.maintenance import Judge
+from services.core.retrieval_config import PRESETS, RetrievalConfig
+from services.errors import Invalid
+from services.ports import Embedder, KeyStore
+from services.settings import EmbedderSettings, Settings, TracingSettings
+
+
+@lru_cache(maxsize=8)
+def _embedder(settings: EmbedderSettings, role: str) -> Embedder:
+    if settings.backend == "openai":
+        from services.adapters.embedder.openai_compat import OpenAICompatEmbedder
+
+        key = settings.api_key.get_secret_value() if settings.api_key else None
+        return OpenAICompatEmbedder(settings.endpoint_url or "", settings.model, api_key=key, dim=settings.dim,
+                                    batch_size=settings.batch_size, concurrency=settings.concurrency,
+                                    timeout_s=settings.timeout_s, max_chars=settings.max_tokens * 64)
+    if settings.backend == "onnx":
+        from services.adapters.embedder.onnx_runtime import OnnxEmbedder
+
+        return OnnxEmbedder(settings.model, max_tokens=settings.max_tokens, batch_size=settings.batch_size,
+                            threads=settings.threads, cache_dir=settings.cache_dir,
+                            precision=settings.query_vectors if role == "query" else "fp32")
+    from services.adapters.embedder.sentence_transformers import (
+        SentenceTransformerEmbedder,
+    )
+
+    return SentenceTransformerEmbedder(settings.model, max_tokens=settings.max_tokens,
+                                       batch_size=settings.batch_size, threads=settings.threads)
+
+
+def cached_document_embedder(settings: Settings) -> Embedder:
+    """The document encoder, behind the data folder's vector cache in the embedded profile."""
+    embedder = embedder_for(settings.embedder)
+    if settings.profile != "embedded" or not settings.embedder.vector_cache:
+        return embedder
+    from services.adapters.vector_cache.sqlite import SqliteVectorCache
+
+    e = settings.embedder
+    cache = SqliteVectorCache(Path(settings.data_dir) / "cache" / "vectors.sqlite", embedder.dim)
+    return CachedEmbedder(embedder, cache, model=f"{e.backend}/{e.model}/{e.max_tokens}/fp32")
+
+
+def embedder_for(settings: EmbedderSettings, role: str = "ingest") -> Embedder:
+    """One encoder per process, model and role. Queries get their own copy of the model (int8 by
+    default, see `EmbedderSettings.query_precision`), so that a query never queues behind the
+    indexer's batch encode."""
+    return _embedder(settings, role)
+
+
+@lru_cache(maxsize=4)
+def tracer_provider_for(settings: TracingSettings):
+    """One OpenTelemetry tracer provider (and export queue) per tracing setting and process."""
+    from services.adapters.tracing.otlp import otlp_tracer_provider
+
+    return otlp_tracer_provider(settings)
+
+
+def tracer_for(settings: Settings):
+    """The tracer that the request, query-stage and projection-batch spans go to, or None when
+    tracing is off: then nothing checks more than that None, and the SDK is never imported."""
+    if not settings.tracing.enabled:
+        return None
+    return tracer_provider_for(settings.tracing).get_tracer("orgmem")
+
+
+def retrieval_config(settings: Settings) -> RetrievalConfig:
+    r = settings.retrieval
+    if r.preset not in PRESETS:
+        raise Invalid(f"retrieval.preset: unknown preset {r.preset!r}; known: {', '.join(sorted(PRESETS))}")
+    base = PRESETS[r.preset]
+    weights = dict(base.weights)
+    for leg, value in (("lex", r.weight_lex), ("tag", r.weight_tag), ("vec", r.weight_vec)):
+        if value is not None:
+            weights[leg] = value
+    return base.with_overrides(
+        weights=weights, candidates=r.candidates, k=r.k, conjunctive=r.conjunctive, lexical_match=r.lexical_match,
+        selector=r.selector,
+    )
+
+
+def judge_for(settings: Settings) -> Judge:
+    """An OpenAI-compatible judge when `judge_base_url` and `judge_model` are set, else the rule judge."""
+    from services.adapters.judge import OpenAICompatJudge, RuleJudge
+
+    if settings.judge_base_url and settings.judge_model:
+        return OpenAICompatJudge(settings.judge_base_url, settings.judge_model, settings.judge_api_key)
+    if settings.judge_base_url or settings.judge_model:
+        raise Invalid("judge_base_url, judge_model: set both to use a model judge, or neither for the rule judge")
+    return RuleJudge()
+
+
+def key_store_for(settings: Settings) -> KeyStore:
+    from services.adapters.key_store.sqlite import SqliteKeyStore
+
+    return SqliteKeyStore(settings.auth.keys_file or private_data_folder(Path(settings.data_dir)) / "keys.sqlite")
+
+

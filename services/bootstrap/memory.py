@@ -1,0 +1,194 @@
+"""A Memory from a profile's adapters: embedded (one data folder) or cluster (Kafka, Elasticsearch,
+Qdrant); rebuilding projections aside; the feed an indexer process follows."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from services.adapters.data_folder import projections as projection_folders
+from services.app.indexer import LogFeed
+from services.app.memory import Memory
+from services.app.projection import ProjectionFollower, Projector
+from services.app.retrieval import Retriever
+from services.bootstrap.components import (
+    cached_document_embedder,
+    embedder_for,
+    retrieval_config,
+    tracer_for,
+)
+from services.bootstrap.data_folder import (
+    DataFolderLock,
+    NoLock,
+    open_event_log,
+    sealed_log,
+)
+from services.errors import Invalid
+from services.ports import (
+    EventFeed,
+    EventLog,
+    LexicalIndex,
+    RowStore,
+    Subscribable,
+    VectorIndex,
+)
+from services.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def assemble_memory(settings: Settings, event_log: EventLog, rows: RowStore, lexical: LexicalIndex,
+                    vectors: VectorIndex, role: str = "indexer") -> Memory:
+    """Wire a Memory from opened adapters. role "indexer": this process projects the log (the
+    embedded server, `orgmem indexer`); role "reader": it never projects (the cluster's API and
+    Celery workers) and follows the projections' checkpoint instead."""
+    if role not in ("reader", "indexer"):
+        raise Invalid(f"role: expected 'reader' or 'indexer', got {role!r}")
+    embedder = cached_document_embedder(settings)
+    if role == "indexer":
+        projection = Projector(event_log, rows, lexical, vectors, embedder, batch_size=settings.indexer_batch,
+                               tracer=tracer_for(settings))
+    else:
+        projection = ProjectionFollower(event_log, rows, poll_s=settings.indexer_poll_s)
+    # An indexer process of the cluster answers no queries: it needs no second copy of the model.
+    answers_queries = role == "reader" or settings.profile == "embedded"
+    query_embedder = embedder_for(settings.embedder, "query") if answers_queries else embedder
+    retriever = Retriever(rows, lexical, vectors, query_embedder, tracer=tracer_for(settings))
+    return Memory(event_log, rows, lexical, vectors, embedder, projection, retriever, retrieval_config(settings))
+
+
+def embedded_adapters(settings: Settings, folder: str = projection_folders.LIVE
+                      ) -> tuple[EventLog, RowStore, LexicalIndex, VectorIndex]:
+    """The embedded profile's adapters over the data folder (the caller holds its lock); `folder`
+    names the projections' folder in it (`rebuild_aside` builds in another one)."""
+    from services.adapters.lexical.tantivy import TantivyLexicalIndex
+    from services.adapters.row_store.sqlite import SqliteRowStore
+    from services.adapters.vector.qdrant_edge import QdrantEdgeVectorIndex
+
+    projections = Path(settings.data_dir) / folder
+    return (open_event_log(settings), SqliteRowStore(projections / "rows.sqlite"),
+            TantivyLexicalIndex(projections / "lexical"),
+            QdrantEdgeVectorIndex(projections / "vectors", embedder_for(settings.embedder).dim,
+                                  settings.vector_search_ef))
+
+
+def build_memory(settings: Settings) -> tuple[Memory, DataFolderLock | NoLock]:
+    """Open the memory of a data folder (embedded profile) with its projections locked; in the
+    cluster profile, the memory of a process that reads the projections (see build_cluster_memory)."""
+    if settings.profile == "cluster":
+        return build_cluster_memory(settings, role="reader")
+    if settings.profile != "embedded":
+        raise Invalid(f"profile: {settings.profile!r} is unknown; use 'embedded' or 'cluster'")
+    lock = DataFolderLock(Path(settings.data_dir))
+    try:
+        projection_folders.recover(Path(settings.data_dir))
+        missing = projection_folders.missing_before_open(Path(settings.data_dir))
+        memory = assemble_memory(settings, *embedded_adapters(settings))
+        memory.problems = _check_projections(memory, missing)
+    except BaseException:
+        lock.release()
+        raise
+    return memory, lock
+
+
+def _check_projections(memory: Memory, missing: dict[str, str]) -> dict[str, str]:
+    """Which projection is missing or far behind the row store (logged; `/readyz` reports it)."""
+    counts = memory.counts()
+    parts = {"lexical": memory._lexical, "vectors": memory._vectors}
+    sizes = {name: part.count() if hasattr(part, "count") else None for name, part in parts.items()}
+    problems = projection_folders.check(counts["active"] + counts["archived"], sizes, missing)
+    for name, state in problems.items():
+        log.error("projection %s is %s beside the row store (checkpoint %d): run `orgmem rebuild`",
+                  name, state, memory.checkpoint())
+    return problems
+
+
+def rebuild_aside(settings: Settings, progress=None, audit=None):
+    """Rebuild the embedded projections from the log alone, whatever state they are in: fresh
+    ones are built in `projections.rebuild/` with the data folder locked, then swapped in.
+    `audit(event_log)`, once the folder is locked, appends the command's audit event."""
+    data = Path(settings.data_dir)
+    lock = DataFolderLock(data)
+    try:
+        projection_folders.recover(data)
+        projection_folders.fresh_aside(data)
+        memory = assemble_memory(settings, *embedded_adapters(settings, projection_folders.ASIDE))
+        try:
+            if audit is not None:
+                audit(memory.event_log)
+            stats = memory.catch_up(progress=progress)
+            counts = memory.stats()
+        finally:
+            memory.close()
+        projection_folders.mark_finished(data)
+        projection_folders.swap_in(data)
+        return stats, counts
+    finally:
+        lock.release()
+
+
+def build_cluster_memory(settings: Settings, role: str = "reader") -> tuple[Memory, NoLock]:
+    """The cluster profile: Kafka log, Elasticsearch row store and lexical index (one ES index),
+    Qdrant server vectors. Every part is named by `settings.cluster`."""
+    from qdrant_client import QdrantClient
+
+    from services.adapters.event_log.kafka import KafkaEventLog
+    from services.adapters.lexical.elasticsearch import ElasticsearchLexicalIndex
+    from services.adapters.row_store.elasticsearch import ElasticsearchRowStore
+    from services.adapters.vector.qdrant_server import QdrantServerVectorIndex
+
+    cluster = settings.cluster
+    missing = [name for name in ("kafka_bootstrap", "es_url", "qdrant_url") if not getattr(cluster, name)]
+    if missing:
+        raise Invalid("profile 'cluster' needs " + ", ".join(f"cluster.{m} (ORGMEM_CLUSTER__{m.upper()})"
+                                                             for m in missing))
+    opened: list = []
+    try:
+        event_log = sealed_log(settings, KafkaEventLog.from_settings(cluster))
+        opened.append(event_log)
+        rows = ElasticsearchRowStore(cluster.es_url, cluster.es_index, shards=cluster.es_shards,
+                                     replicas=cluster.es_replicas, writer=role == "indexer")
+        opened.append(rows)
+        # One ES index holds the rows and their lexical index; the row store writes it (see the
+        # lexical adapter's module doc for why the lexical side does not).
+        lexical = ElasticsearchLexicalIndex(client=rows.client, index=cluster.es_index, shards=cluster.es_shards,
+                                            writes=False)
+        vectors = QdrantServerVectorIndex(QdrantClient(url=cluster.qdrant_url, timeout=30), cluster.qdrant_collection,
+                                          embedder_for(settings.embedder).dim, search_ef=settings.vector_search_ef)
+        opened.append(vectors)
+        return assemble_memory(settings, event_log, rows, lexical, vectors, role), NoLock()
+    except BaseException:
+        for part in reversed(opened):
+            try:
+                part.close()
+            except Exception:
+                log.exception("closing %s failed", type(part).__name__)
+        raise
+
+
+@contextmanager
+def open_memory(settings: Settings, role: str = "reader") -> Iterator[Memory]:
+    """The memory of the settings' profile, closed (and its data folder released) on exit. In the
+    embedded profile the process always owns the folder; `role` picks the cluster's side."""
+    if settings.profile == "cluster":
+        memory, lock = build_cluster_memory(settings, role=role)
+    else:
+        memory, lock = build_memory(settings)
+    try:
+        yield memory
+    finally:
+        memory.close()
+        lock.release()
+
+
+def indexer_feed(settings: Settings, memory: Memory, group: str, batch: int) -> EventFeed:
+    """What an indexer process reads: a member of the Kafka consumer group in the cluster, the
+    log itself in the embedded profile (one indexer per data folder)."""
+    event_log = memory.event_log
+    if settings.profile == "cluster":
+        if not isinstance(event_log, Subscribable):
+            raise Invalid(f"the cluster's event log ({type(event_log).__name__}) cannot be followed as a group")
+        return event_log.subscribe(group, checkpoint=memory.checkpoint, max_poll_records=batch)
+    return LogFeed(event_log, memory.checkpoint())

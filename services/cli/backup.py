@@ -1,0 +1,195 @@
+"""`orgmem export`, `orgmem backup` and `orgmem restore` (docs/backup.md).
+
+`backup` copies the data folder itself, as its owner on this host. With `--server` it first asks
+the running server to hold its projector (`POST /v1/admin/projection-holds`), so the projections
+are copied at one checkpoint while the server keeps answering; without it, it takes the data
+folder lock (no server may run) for the same copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from datetime import datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import httpx
+
+from services.cli.common import settings_from
+from services.errors import OrgmemError
+
+
+def _version() -> str:
+    try:
+        return version("orgmem")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+class _Throttled:
+    """Progress on stderr at most once a second (and the last line always)."""
+
+    def __init__(self, label: str):
+        self.label, self._last = label, 0.0
+
+    def __call__(self, count: int, final: bool = False) -> None:
+        now = time.monotonic()
+        if final or now - self._last >= 1.0:
+            self._last = now
+            print(f"  {self.label} {count} rows", file=sys.stderr)
+
+
+def _client(args: argparse.Namespace) -> httpx.Client:
+    token = args.key or os.environ.get("ORGMEM_API_KEY")
+    if not token:
+        raise OrgmemError("--server needs an admin key: --key TOKEN or ORGMEM_API_KEY")
+    return httpx.Client(base_url=args.server.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=180)
+
+
+def _checked(response: httpx.Response) -> dict:
+    if response.status_code >= 400:
+        try:
+            detail = response.json().get("detail", response.text)
+        except ValueError:
+            detail = response.text
+        raise OrgmemError(f"server answered {response.status_code}: {detail}")
+    return response.json()
+
+
+class ServerHolder:
+    """The running server holds its projector over its API; the hold is checked to be on this folder."""
+
+    def __init__(self, client: httpx.Client, data_dir: Path, seconds: int):
+        self.client, self.data_dir, self.seconds = client, Path(data_dir).resolve(), seconds
+
+    def hold(self):
+        from services.app.backup import Hold
+
+        try:
+            body = _checked(self.client.post("/v1/admin/projection-holds", json={"seconds": self.seconds}))
+        except httpx.HTTPError as exc:
+            raise OrgmemError(f"backup: the server cannot be reached: {exc}") from exc
+        hold = Hold(body["hold_id"], body["checkpoint"], body["log_head"],
+                    datetime.fromisoformat(body["expires_at"]), body["data_dir"])
+        if Path(hold.data_dir) != self.data_dir:
+            self.release(hold)
+            raise OrgmemError(f"backup: the server projects {hold.data_dir}, not {self.data_dir}; pass its --data")
+        return hold
+
+    def release(self, hold) -> bool:
+        try:
+            body = _checked(self.client.delete(f"/v1/admin/projection-holds/{hold.hold_id}"))
+        except (httpx.HTTPError, OrgmemError) as exc:
+            # The server died or restarted meanwhile: nothing says the copy was taken under the hold.
+            print(f"orgmem: releasing the projector hold failed: {exc}", file=sys.stderr)
+            return False
+        return bool(body["held_throughout"])
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    from services.app.backup import LockHolder, backup_details, take_backup
+    from services.bootstrap import DataFolderLock, backup_files
+
+    settings = settings_from(args)
+    data, files = Path(settings.data_dir), backup_files()
+    if args.server:
+        with _client(args) as client:
+            manifest = take_backup(data, Path(args.dir), ServerHolder(client, data, args.hold_s), files,
+                                   backup_details(_version(), online=True), progress=_say)
+    else:
+        def lock(folder: Path):
+            try:
+                return DataFolderLock(folder)
+            except OrgmemError as exc:
+                raise OrgmemError(f"{exc}; to back up a running server: orgmem backup DIR --data {folder} "
+                                  "--server URL --key TOKEN") from None
+
+        manifest = take_backup(data, Path(args.dir), LockHolder(data, lock, files), files,
+                               backup_details(_version(), online=False), progress=_say)
+    size = sum(f["size"] for f in manifest["files"])
+    print(f"backup {args.dir}: {len(manifest['files'])} files, {size} bytes, checkpoint {manifest['checkpoint']}, "
+          f"log head {manifest['log_head']}")
+    return 0
+
+
+def _say(message: str) -> None:
+    print(f"  {message}", file=sys.stderr)
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    from services.bootstrap import restore_data_folder
+
+    if not args.data:
+        raise OrgmemError("restore: name the folder to restore into with --data DIR")
+    report = restore_data_folder(settings_from(args), Path(args.backup), args.replace, progress=_say)
+    purged = "no erasure support" if report.purged is None else f"{report.purged} erased rows purged"
+    print(f"restored {args.backup} into {report.data_dir} (checkpoint {report.manifest['checkpoint']}, log head "
+          f"{report.manifest['log_head']}, {report.indexed_events} events projected since; {report.keys_destroyed} "
+          f"data keys destroyed by later erasures, {report.revocations} key revocations carried over; {purged})"
+          + (f"; the previous folder is {report.replaced}" if report.replaced else ""))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from services.app.export import PAGE_ROWS, export_rows, record_from_json
+    from services.bootstrap import export_sink, open_memory
+
+    settings = settings_from(args)
+    out = Path(args.out)
+    progress = _Throttled("exported")
+    if args.server and args.tenant:
+        raise OrgmemError("export: with --server the export is of the key's tenant; --tenant is for --data")
+    if args.server:  # the running server streams JSONL of the key's tenant; written here in either format
+        with _client(args) as client, client.stream("GET", "/v1/admin/export", params={"format": "jsonl"}) as response:
+            if response.status_code >= 400:
+                response.read()
+                _checked(response)
+            sink, count, page = export_sink(args.format, out, {"tenant": "(the key's)", "orgmem_version": _version()}), 0, []
+            try:
+                for line in response.iter_lines():
+                    if line.strip():
+                        page.append(record_from_json(line))
+                    if len(page) >= PAGE_ROWS:
+                        sink.write(page)
+                        count, page = count + len(page), []
+                        progress(count)
+                if page:
+                    sink.write(page)
+                    count += len(page)
+            except BaseException:
+                sink.close(complete=False)
+                raise
+            sink.close()
+        progress(count, final=True)
+        print(f"exported {count} rows to {out}")
+        return 0
+    with open_memory(settings) as memory:
+        checkpoint = memory.checkpoint()
+        sink = export_sink(args.format, out, {"tenant": args.tenant or "*", "checkpoint": checkpoint,
+                                              "orgmem_version": _version()})
+        summary = export_rows(memory, sink, args.tenant, progress=progress)
+    progress(summary.rows, final=True)
+    print(json.dumps({"rows": summary.rows, "checkpoint": summary.checkpoint, "out": str(out),
+                      "seconds": round(summary.seconds, 2)}))
+    return 0
+
+
+def register(command, _sub) -> None:
+    p = command("export", cmd_export, "write every row with its state and history to a JSONL or Parquet file")
+    p.add_argument("--format", choices=["jsonl", "parquet"], default="jsonl")
+    p.add_argument("--tenant", help="one tenant (default: every tenant; with --server, the key's)")
+    p.add_argument("--out", required=True, help="the file to write (must not exist)")
+    p.add_argument("--server", help="read from a running server (URL) instead of the data folder")
+    p.add_argument("--key", help="an admin key for --server (or ORGMEM_API_KEY)")
+    p = command("backup", cmd_backup, "copy the data folder consistently into DIR (online with --server)")
+    p.add_argument("dir", help="the backup folder to create (must not exist)")
+    p.add_argument("--server", help="the URL of the server running on the data folder")
+    p.add_argument("--key", help="an admin key for --server (or ORGMEM_API_KEY)")
+    p.add_argument("--hold-s", type=int, default=300, help="longest the server's projector is held (default 300)")
+    p = command("restore", cmd_restore, "bring a backup back as the data folder")
+    p.add_argument("backup", help="a folder made by `orgmem backup`")
+    p.add_argument("--replace", action="store_true", help="put a non-empty data folder aside and restore in its place")

@@ -1,0 +1,63 @@
+"""How many of a question's content terms a row must contain to be a lexical match.
+
+"all" (conjunctive) and "any" (disjunctive) are the two ends. A long natural question almost
+never has every content term in one row, so "all" finds nothing for it; one common term alone
+matches rows that have nothing to do with the question, and those fill the lexical leg's tail.
+"adaptive" asks every term of a short question and a share of a long one's, the share falling
+with the question's length down to a floor. Both lexical adapters apply the rule to the number
+of terms they can match (after analysis), so every profile matches the same rows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from services.errors import Invalid
+
+LexicalMatch = Literal["all", "any", "adaptive"]
+LEXICAL_MATCHES: tuple[str, ...] = get_args(LexicalMatch)
+
+
+@dataclass(frozen=True)
+class TermMatch:
+    """A minimum-should-match rule. With "adaptive": questions of at most `all_up_to` terms
+    need all of them; past that, the share of terms needed falls by `share_step` per further
+    term, never below `share_floor`, rounded up to whole terms."""
+
+    mode: LexicalMatch = "adaptive"
+    all_up_to: int = 2
+    share_step: float = 0.25
+    share_floor: float = 0.3
+
+    def __post_init__(self) -> None:
+        if self.mode not in LEXICAL_MATCHES:
+            raise Invalid(f"lexical_match: expected one of {', '.join(LEXICAL_MATCHES)}, got {self.mode!r}")
+        if self.all_up_to < 1:
+            raise Invalid(f"lexical_all_up_to: expected at least 1, got {self.all_up_to}")
+        if not 0.0 <= self.share_step <= 1.0:
+            raise Invalid(f"lexical_share_step: expected 0 to 1, got {self.share_step}")
+        if not 0.0 < self.share_floor <= 1.0:
+            raise Invalid(f"lexical_share_floor: expected more than 0 and at most 1, got {self.share_floor}")
+
+    def required(self, terms: int) -> int:
+        return required_terms(terms, self)
+
+
+ALL_TERMS = TermMatch("all")
+ANY_TERM = TermMatch("any")
+
+
+def required_terms(terms: int, rule: TermMatch) -> int:
+    """How many of `terms` matchable terms a row must contain: between 1 and `terms` (0 when
+    there is no term). The number a row may miss never shrinks as the question grows."""
+    if terms <= 0:
+        return 0
+    if rule.mode == "any":
+        return 1
+    if rule.mode == "all" or terms <= rule.all_up_to:
+        return terms
+    share = max(rule.share_floor, 1.0 - rule.share_step * (terms - rule.all_up_to))
+    # The epsilon keeps a whole product (0.3 × 10) from rounding up past itself in floating point.
+    return max(1, min(terms, math.ceil(share * terms - 1e-9)))

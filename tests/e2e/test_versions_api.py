@@ -1,0 +1,87 @@
+"""Versions through the HTTP API: two callers of different access read the same thread, and each
+is told only of the versions it may read (query rows, evidence, the row and thread routes); a leg
+of weight 0 does not run, and weights that leave no leg are refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from schemas.events import RowSuperseded
+from tests.conftest import create_key
+
+pytestmark = pytest.mark.slow
+
+DOCS = [
+    {"text": "Travel budget: the limit is 900 euros per trip.", "date": "2025-03-01", "thread": "travel-budget",
+     "author": "cfo@corp.example"},
+    {"text": "Travel budget: finance raises the limit to 1500 euros per trip.", "date": "2025-06-01",
+     "thread": "travel-budget", "author": "fay@corp.example", "acl": ["finance"]},
+    {"text": "Travel budget: the limit is 1200 euros per trip from September.", "date": "2025-09-03",
+     "thread": "travel-budget", "author": "coo@corp.example"},
+]
+
+
+def bearer(token: str) -> dict:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_each_caller_sees_only_the_versions_it_may_read(live_server, memory, settings):
+    client = live_server.client
+    ingested = client.post("/v1/documents", json={"documents": DOCS}).json()
+    v1, v2, v3 = ingested["row_ids"]
+    # A pointer to the hidden version (consolidation never writes one across access lists; a hostile
+    # or old log might): it must not reach a caller who cannot read v2.
+    position = memory.append([RowSuperseded(tenant="default", row_id=v1, superseded_by=v2, reason="test")])[-1].position
+    alice = bearer(create_key(settings.data_dir, role="reader", principal="alice@corp.example", groups=("eng",)))
+    fay = bearer(create_key(settings.data_dir, role="reader", principal="fay@corp.example", groups=("finance",)))
+
+    def query(headers, **extra):
+        answer = client.post("/v1/query", headers=headers,
+                             json={"q": "travel budget", "k": 10, "reserve": 0, "after": position, **extra})
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+
+    seen = query(alice)
+    hits = {h["row_id"]: h for h in seen["rows"]}
+    assert set(hits) == {v1, v3}
+    assert hits[v1]["version"] == {"index": 1, "count": 2, "latest_row_id": v3, "superseded_by": v3,
+                                   "superseded_on": "2025-09-03T00:00:00Z", "contradicted_by": []}
+    assert hits[v1]["superseded_by"] is None  # the stored pointer names a row she cannot read
+    assert (hits[v3]["version"]["index"], hits[v3]["version"]["superseded_by"]) == (2, None)
+    assert f"version 1 of 2, superseded by {v3} on 2025-09-03" in seen["evidence"]
+    assert "version 2 of 2 (latest)" in seen["evidence"]
+    assert v2 not in str(seen)
+
+    full = {h["row_id"]: h for h in query(fay)["rows"]}
+    assert full[v1]["version"]["count"] == 3 and full[v1]["version"]["superseded_by"] == v2
+    assert full[v1]["version"]["contradicted_by"] == [v2] and full[v1]["superseded_by"] == v2
+    then = {h["row_id"]: h["version"] for h in query(fay, as_of="2025-07-01T00:00:00Z")["rows"]}
+    assert then[v1]["count"] == 2 and then[v2]["latest_row_id"] == v2  # v3 is not a version yet
+
+    row = client.get(f"/v1/rows/{v1}", headers=alice).json()
+    assert (row["version"]["count"], row["version"]["superseded_by"], row["version"]["contradicted_by"]) == (2, v3, [])
+    thread = client.get("/v1/threads/travel-budget", headers=alice).json()
+    assert [r["row_id"] for r in thread["rows"]] == [v1, v3] and set(thread["versions"]) == {v1, v3}
+    assert set(client.get("/v1/threads/travel-budget", headers=fay).json()["versions"]) == {v1, v2, v3}
+
+
+def test_a_leg_of_weight_zero_does_not_run_and_no_leg_left_is_refused(live_server):
+    client = live_server.client
+    position = client.post("/v1/documents", json={"documents": [
+        {"text": "The travel budget is 900 euros.", "author": "cfo@corp.example", "date": "2025-03-01"},
+        {"text": "Reimbursements for trips abroad need a receipt.", "author": "travel", "date": "2025-04-01"},
+        {"text": "Per diem rules for journeys.", "author": "ops@corp.example", "tags": ["budget"], "date": "2025-05-01"},
+    ]}).json()["position"]
+    # A preset with every leg weighted, whatever the server's default preset is.
+    body = {"q": "travel budget", "k": 10, "reserve": 0, "after": position, "preset": "paper-orgmembench"}
+    everything = client.post("/v1/query", json=body).json()
+    assert len(everything["rows"]) == 3  # the vector leg finds every row of so small a store
+    lexical = client.post("/v1/query", json={**body, "weights": {"lex": 1, "tag": 0, "vec": 0}}).json()
+    assert [h["text"] for h in lexical["rows"]] == ["The travel budget is 900 euros."]
+    assert set(lexical["leg_sizes"]) == {"lex"} and "vector" not in lexical["timings_ms"]
+    assert all(set(h["leg_ranks"]) == {"lex"} for h in lexical["rows"])
+    refused = client.post("/v1/query", json={**body, "weights": {"lex": 0, "tag": 0, "vec": 0}})
+    assert refused.status_code == 422 and refused.json()["detail"].startswith("weights:")
+    # Zero over a preset that keeps another leg is fine: only the named legs change.
+    tag_only = client.post("/v1/query", json={**body, "weights": {"lex": 0, "vec": 0}})
+    assert tag_only.status_code == 200, tag_only.text

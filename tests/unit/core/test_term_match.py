@@ -1,0 +1,76 @@
+"""The minimum-should-match rule of the lexical leg, and the presets that choose it."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from services.core.retrieval_config import DEFAULT_PRESET, PRESETS, RetrievalConfig
+from services.core.term_match import ALL_TERMS, ANY_TERM, TermMatch, required_terms
+from services.errors import Invalid
+
+ADAPTIVE = TermMatch("adaptive")
+
+
+def test_the_two_ends():
+    assert [ALL_TERMS.required(n) for n in range(5)] == [0, 1, 2, 3, 4]
+    assert [ANY_TERM.required(n) for n in range(5)] == [0, 1, 1, 1, 1]
+
+
+def test_adaptive_asks_all_of_a_short_question_and_a_falling_share_of_a_long_one():
+    # 1-2 terms: all; 3: 75% of 3; 4: 50% of 4; from 5 on the 30% floor, rounded up.
+    assert [ADAPTIVE.required(n) for n in range(1, 13)] == [1, 2, 3, 2, 2, 2, 3, 3, 3, 3, 4, 4]
+    assert ADAPTIVE.required(20) == 6 and ADAPTIVE.required(40) == 12
+    # A whole product stays whole: 30% of 10 is 3, not 4 by floating-point rounding.
+    assert required_terms(10, TermMatch("adaptive", share_step=1.0, share_floor=0.3)) == 3
+    assert required_terms(6, TermMatch("adaptive", all_up_to=3, share_step=0.25, share_floor=0.5)) == 3
+
+
+@given(n=st.integers(0, 200), a=st.integers(1, 6), step=st.floats(0.0, 1.0), floor=st.floats(0.01, 1.0))
+def test_adaptive_is_between_the_ends_and_allows_more_misses_as_questions_grow(n, a, step, floor):
+    rule = TermMatch("adaptive", a, step, floor)
+    need = rule.required(n)
+    assert ANY_TERM.required(n) <= need <= ALL_TERMS.required(n)
+    if n <= a:
+        assert need == n
+    # The terms a row may miss never shrink when the question gains a term.
+    assert (n + 1) - rule.required(n + 1) >= n - need
+
+
+@pytest.mark.parametrize("changes", [
+    {"mode": "some"}, {"all_up_to": 0}, {"share_step": -0.1}, {"share_step": 1.5}, {"share_floor": 0.0},
+    {"share_floor": 1.01},
+])
+def test_bad_rules_are_refused(changes):
+    with pytest.raises(Invalid):
+        TermMatch(**changes)
+    fields = {"mode": "lexical_match", "all_up_to": "lexical_all_up_to", "share_step": "lexical_share_step",
+              "share_floor": "lexical_share_floor"}
+    with pytest.raises(Invalid):  # when the config is made, not when a query runs
+        RetrievalConfig(**{fields[k]: v for k, v in changes.items()})
+
+
+def test_conjunctive_stays_an_alias_of_all_and_any():
+    base = RetrievalConfig(lexical_match="adaptive")
+    assert base.with_overrides(conjunctive=True).lexical_match == "all"
+    assert base.with_overrides(conjunctive=False).lexical_match == "any"
+    assert base.with_overrides(conjunctive=None).lexical_match == "adaptive"
+    assert base.with_overrides(conjunctive=True, lexical_match="all").term_match == ALL_TERMS
+    with pytest.raises(Invalid, match="contradicts"):
+        base.with_overrides(conjunctive=True, lexical_match="adaptive")
+    assert RetrievalConfig().term_match == ALL_TERMS  # the field defaults are the paper's: conjunctive
+
+
+def test_paper_preset_keeps_the_papers_settings():
+    paper = PRESETS["paper-orgmembench"]
+    assert paper == RetrievalConfig()
+    assert (paper.weights, paper.candidates, paper.k, paper.gamma, paper.reserve, paper.lexical_match,
+            paper.selector) == ({"lex": 1.0, "tag": 1.0, "vec": 4.0}, 50, 50, 60.0, 3, "all", "rrf")
+
+
+def test_the_default_preset_is_coverage_with_the_adaptive_lexical_match():
+    default = PRESETS[DEFAULT_PRESET]
+    assert default.selector == "coverage" and default.coverage_threads == "lexical"
+    assert default.lexical_match == "adaptive"
+    assert default != PRESETS["paper-orgmembench"]
