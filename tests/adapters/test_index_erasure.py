@@ -16,7 +16,8 @@ from services.adapters.vector.qdrant_edge import QdrantEdgeVectorIndex
 from services.core.scope import Scope
 from services.core.term_match import ALL_TERMS
 
-MARKER = "zqx" + uuid.uuid4().hex[:10]
+# Ends in a digit: the analyzer stems words, and a marker ending in "e" or "ed" would be indexed cut.
+MARKER = "zqx" + uuid.uuid4().hex[:10] + "7"
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
 
