@@ -1,6 +1,7 @@
 """Query latency of retrieval presets on a harness store, measured in one run, interleaved.
 
     .venv/bin/python -m bench.preset_latency --dataset locomo --presets default paper-orgmembench
+    .venv/bin/python -m bench.preset_latency --dataset synthetic-org --presets default default-versions-0 paper-orgmembench
 
 Opens the data folder `orgmem bench retrieval` built for the dataset (bench/out/eval/<dataset>),
 then asks each question once per preset, the presets taking turns question by question, so a
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from bench.retrieval.datasets import load
 from bench.retrieval.store import open_store
+from bench.retrieval.variants import VARIANTS
 from services.core.retrieval_config import PRESETS
 from services.core.scope import Scope
 
@@ -28,10 +30,13 @@ def percentile(values: list[float], share: float) -> float:
 
 
 def measure(dataset: str, presets: list[str], queries: int, work: Path, warmup: int = 20) -> dict[str, list[float]]:
-    data = load(dataset, work_dir=work / dataset)
-    memory, lock = open_store(data, work / dataset)
+    # The synthetic organisation's store is the one `orgmem bench retrieval` builds for seeds 1-3.
+    folder = work / dataset / ("seeds-1-2-3" if dataset == "synthetic-org" else "")
+    data = load(dataset, work_dir=folder)
+    memory, lock = open_store(data, folder)
     try:
-        configs = {name: memory.config_for(name) for name in presets}
+        # A preset by name, or a harness variant (bench.retrieval.variants), e.g. default-versions-0.
+        configs = {name: memory.config_for(name) if name in PRESETS else VARIANTS[name].config for name in presets}
         asked = data.questions[:queries]
         for q in asked[:warmup]:
             for config in configs.values():
@@ -65,8 +70,9 @@ def measure(dataset: str, presets: list[str], queries: int, work: Path, warmup: 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dataset", default="locomo", choices=["locomo", "qmsum", "beam", "enron"])
-    parser.add_argument("--presets", nargs="+", default=["default", "paper-orgmembench"], choices=sorted(PRESETS))
+    parser.add_argument("--dataset", default="locomo", choices=["locomo", "qmsum", "beam", "enron", "synthetic-org"])
+    parser.add_argument("--presets", nargs="+", default=["default", "paper-orgmembench"],
+                        choices=sorted({*PRESETS, *VARIANTS}), metavar="PRESET_OR_VARIANT")
     parser.add_argument("--queries", type=int, default=400)
     parser.add_argument("--work", type=Path, default=Path("bench/out/eval"))
     args = parser.parse_args()

@@ -115,7 +115,10 @@ class RowResponse(BaseModel):
 
 class ThreadResponse(BaseModel):
     thread: str
-    rows: list[Row]
+    rows: list[Row] = Field(description="In date order (undated last); the thread's latest rows when `truncated`")
+    truncated: bool = Field(default=False, description=(
+        "Earlier rows of the thread that the caller may read were left out (ask with a smaller `limit` "
+        "for fewer; a thread answer holds at most limits.max_thread_rows rows)"))
     versions: dict[str, RowVersion] = Field(default_factory=dict, description=(
         "Row id -> its version, for the active rows (an archived row is no version)."))
 

@@ -66,6 +66,10 @@ class EmailParseError(Invalid):
     """A message that cannot become a document; the message names the field and the problem."""
 
 
+class TooLarge(Invalid):
+    """A request or batch over a size limit (the message names the limit): smaller pieces would go in."""
+
+
 class InvalidVectors(Invalid):
     """Some vectors of a batch were unusable; the other rows of the batch were written."""
 
@@ -94,8 +98,8 @@ class IncompatibleAccess(Conflict):
 
 
 class ProjectionFenced(Conflict):
-    """The checkpoint moved under this writer: another indexer took over, or a rebuild reset the
-    projections. The caller re-reads `applied_position()` and continues from there."""
+    """The checkpoint moved under this writer: another indexer took over, or a rebuild switched the
+    projections to a new generation. The caller re-reads `applied_position()` and continues from there."""
 
 
 # --- named cases of OrgmemError (its HTTP status applies) ---

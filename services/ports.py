@@ -10,7 +10,8 @@ port is defined by the policies that call it (`services.core.maintenance.judging
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple, Protocol, runtime_checkable
@@ -58,6 +59,11 @@ class EventLog(Protocol):
     def head(self) -> int:
         """Position of the last appended event (0 for an empty log)."""
 
+    def backlog(self, after: int, head: int) -> int:
+        """How much of the log lies past position `after` up to `head`, in the log's own unit:
+        events where positions are dense (SQLite), appended batches where they leave gaps (Kafka).
+        Negative when the log is behind `after` (it lost events)."""
+
     def close(self) -> None: ...
 
 
@@ -73,7 +79,10 @@ class RowReader(Protocol):
 
     def history(self, row_id: str) -> list[RowChange]: ...
 
-    def thread(self, tenant: str, thread: str) -> list[Row]: ...
+    def thread(self, tenant: str, thread: str, readers: frozenset[str] | None = None,
+               limit: int | None = None) -> list[Row]:
+        """The thread's rows that `readers` may read (None: every row), in date order (undated
+        last); with `limit`, only the last `limit` of that order."""
 
     def versions_of(self, tenant: str, threads: Sequence[str], row_ids: Sequence[str] = (),
                     known_at: datetime | None = None) -> list[VersionFields]:
@@ -155,9 +164,14 @@ class LexicalIndex(Protocol):
 
 
 class VectorIndex(Protocol):
-    def upsert(self, rows: Sequence[Row], vectors: np.ndarray) -> None: ...
+    """`positions` names, per row id, the log position of the event that produced the row's state
+    as given: an index shared by several indexer processes keeps the state of the highest position
+    (a stalled indexer cannot put an older state back); one with a single writer may ignore it."""
 
-    def update_state(self, rows: Sequence[Row]) -> None:
+    def upsert(self, rows: Sequence[Row], vectors: np.ndarray, positions: Mapping[str, int] | None = None) -> None:
+        """Index rows with their vectors (a re-upsert replaces, but with `positions` never a later state)."""
+
+    def update_state(self, rows: Sequence[Row], positions: Mapping[str, int] | None = None) -> None:
         """Refresh the filterable payload (state) of rows already indexed."""
 
     def search(self, vector: np.ndarray, scope: Scope, limit: int) -> list[Hit]: ...
@@ -177,6 +191,21 @@ class Optimizable(Protocol):
     for minutes, so it runs from the CLI (`orgmem optimize`), never inside the API process."""
 
     def optimize(self) -> bool: ...
+
+
+class SelfSealing(Protocol):
+    """A vector index that builds its graph while the server runs (the embedded tiered index):
+    the build runs in a child process, so starting one never blocks the caller or a search."""
+
+    def seal_if_due(self) -> bool:
+        """Start a build when enough rows are searched exactly; True when one started."""
+
+    def graph_status(self) -> dict:
+        """rows_in_graph, rows_searched_exactly, builds_running, builds_done/failed/cancelled,
+        last_build_finished_at (unix time), last_build_seconds, seal_rows."""
+
+    def builds_held(self) -> AbstractContextManager[None]:
+        """While inside, no build runs (a running one is cancelled): the index's files stay put."""
 
 
 class Embedder(Protocol):
@@ -310,3 +339,20 @@ class KeyStore(Protocol):
     def verify(self, token: str, cached_only: bool = False) -> ApiKey | None: ...
 
     def close(self) -> None: ...
+
+
+class ProjectionGenerations(Protocol):
+    """One store's projection generations (cluster profile): readers and indexers use a name that
+    points at the live one; a rebuild fills the next one beside it and then switches the name."""
+
+    def live(self) -> str | None:
+        """The generation the name points at, or None when there is none yet."""
+
+    def next(self) -> str:
+        """A free name for the generation after the live one."""
+
+    def switch(self, new: str) -> None:
+        """Point the name at `new`, atomically for every reader."""
+
+    def retire(self, old: str) -> None:
+        """After the switch: stop writers still on `old`, then delete it."""

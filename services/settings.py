@@ -26,7 +26,11 @@ class EmbedderSettings(BaseModel):
 
     model: str = "all-MiniLM-L6-v2"
     max_tokens: int = 256
-    batch_size: int = 64
+    # Texts per encoder call. 16, not 64: on 600 mixed LoCoMo and QMSum turns (warm, 1 thread) 16
+    # encoded 53-58 documents/s against 25-27, on short turns 133-142 against 77-78, and an
+    # encoder's peak RSS at 128 long texts is 0.44 GB against 1.2 GB. (A remote endpoint may want
+    # larger requests: the openai backend sends this many texts per request.)
+    batch_size: int = Field(default=16, ge=1, le=1024)
     threads: int = 1  # intra-op threads per encoder; see the sentence-transformers adapter for why 1
     # "onnx" runs the same model through onnxruntime (3x faster per query, same vectors);
     # "torch" runs it through sentence-transformers directly; "openai" calls an OpenAI-compatible
@@ -40,16 +44,29 @@ class EmbedderSettings(BaseModel):
     # Where the ONNX export of a model is kept (default ~/.cache/orgmem/onnx).
     cache_dir: Path | None = None
     # Queries through the onnx backend: "int8" halves the query encode (3.7 ms against 7.7 ms) at
-    # cosine 0.994 to fp32; documents are always encoded in fp32. The torch backend is fp32 only.
+    # cosine 0.994 to fp32 (documents: `document_precision`). The torch backend is fp32 only.
     query_precision: Literal["fp32", "int8"] = "int8"
+    # Documents through the onnx backend. int8 (one text at a time) encodes 2.6x the documents per
+    # CPU-second of fp32 at cosine 0.986 (0.947 at worst) to their fp32 vectors; held-out recall@10
+    # stayed within 0.4 points (LoCoMo, synthetic organisation), but the organisation's complete@10
+    # fell 1.4 points under the default selector, so documents stay fp32 unless asked.
+    document_precision: Literal["fp32", "int8"] = "fp32"
     # Document vectors kept by (model, text) in the data folder's cache/vectors.sqlite (embedded
     # profile), so a rebuild or a repeated text never encodes again; about 2.1 KB per distinct text (384 dimensions).
     vector_cache: bool = True
+    # Encoder processes for document batches of the embedded indexer (a backlog, a rebuild); queries
+    # keep the in-process encoder. None = one per core, at most 4; 1 = encode in process.
+    encoder_processes: int | None = Field(default=None, ge=1, le=64)
 
     @property
     def query_vectors(self) -> str:
         """The precision queries are actually encoded at (the torch backend has only fp32)."""
         return self.query_precision if self.backend == "onnx" else "fp32"
+
+    @property
+    def document_vectors(self) -> str:
+        """The precision documents are actually encoded at."""
+        return self.document_precision if self.backend == "onnx" else "fp32"
 
 
 class LimitSettings(BaseModel):
@@ -58,6 +75,7 @@ class LimitSettings(BaseModel):
     max_k: int = 200
     max_candidates: int = 1000
     max_filter_values: int = 100  # entries in each of kinds / authors / threads of a query
+    max_thread_rows: int = Field(default=500, ge=1)  # rows one thread answer holds: its latest ones
     read_your_writes_timeout_s: float = 30.0
     # Requests of one caller (API key or OIDC subject) being served at once in this process; more
     # answer 429 (0 = no cap). Waits for `after` count too, so one caller cannot hold every connection.
@@ -81,7 +99,10 @@ class AuthSettings(BaseModel):
     or, when an issuer is configured, an OIDC bearer token."""
 
     enabled: bool = True
-    # Keys live in <data_dir>/keys.sqlite unless set; only salted hashes are stored.
+    # Where API keys live (only salted hashes): "sqlite" (keys_file, default <data_dir>/keys.sqlite)
+    # or "redis" (cluster.redis_url, shared by every API replica; needs AOF). None = sqlite in the
+    # embedded profile, redis in the cluster profile.
+    key_store: Literal["sqlite", "redis"] | None = None
     keys_file: Path | None = None
     # With auth on and no key at all, `serve` creates one admin key and prints it once (the demo).
     bootstrap_admin_key: bool = True
@@ -128,6 +149,10 @@ class ClusterSettings(BaseModel):
     kafka_min_insync_replicas: int | None = None
     # How long one Kafka call may block before the API answers 503 naming the event log.
     kafka_timeout_ms: int = Field(default=10_000, ge=1_000, le=300_000)
+    # One appended batch is one Kafka record, so a record must hold a whole request: up to
+    # limits.max_body_bytes of documents (32 MiB), sealed (base64: 4/3) and in the event envelope.
+    # The topic is created with this max.message.bytes; the brokers' limits must allow it (docs/cluster.md).
+    kafka_max_record_bytes: int = Field(default=64 * 1024 * 1024, ge=1024 * 1024, le=1024 * 1024 * 1024)
     es_shards: int = 1
     es_replicas: int = 0
     task_soft_time_limit_s: int = 3300
@@ -175,13 +200,20 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     indexer_batch: int = 256
     indexer_poll_s: float = 0.2
-    # /readyz answers 503 "lagging" when the log head is more than this many events ahead of the
-    # projections; 0 disables the check.
+    # /readyz answers 503 "lagging" when the log head is more than this many events (embedded) or
+    # appended batches (cluster: Kafka positions leave gaps) ahead of the projections; 0 disables it.
     indexer_max_lag: int = 10_000
     # How many candidates the vector graph search keeps (HNSW ef); None: the engine's default (100).
     # Wider finds more of the exact nearest rows at some cost: at 100k rows 0.933 of the exact
     # top 50 at the default, 0.955 at 128, 0.977 at 200, for +0.25 and +0.8 ms (README).
     vector_search_ef: int | None = None
+    # Embedded profile: rows searched exactly (added since the last graph build) at which the
+    # server seals them into the graph in a child process; checked every vector_seal_check_s.
+    # Exact search costs about 1 us per row at 384 dimensions (8.6 ms at 10k, 16 ms at 20k, on the
+    # shared 2-core host); each build copies the sealed shard and builds a graph of the new rows
+    # only (10k beside 40k: 175 s in the niced child on that host). bench/live_graph.py.
+    vector_seal_rows: int = Field(default=10_000, ge=1)
+    vector_seal_check_s: float = Field(default=5.0, gt=0)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)

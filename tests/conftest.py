@@ -38,7 +38,9 @@ def settings(tmp_path):
     from services.settings import Settings
 
     # Auth on, as `serve` runs; rate limits off so that tests that send bursts measure what they mean to.
-    return Settings(data_dir=tmp_path / "data", indexer_poll_s=0.05,
+    # One encoder in process: on CI's two cores, worker processes per test would only cost start-up
+    # (the pool has its own tests, which ask for it).
+    return Settings(data_dir=tmp_path / "data", indexer_poll_s=0.05, embedder={"encoder_processes": 1},
                     auth={"enabled": True, "rate_limit": "", "failed_auth_limit": ""})
 
 

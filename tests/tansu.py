@@ -30,8 +30,9 @@ def _free_port() -> int:
 
 
 class Tansu:
-    def __init__(self, binary: Path):
-        self.port = _free_port()
+    def __init__(self, binary: Path, port: int | None = None):
+        # A given port: a broker restarted in its place (memory storage: it comes back empty).
+        self.port = port or _free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
         url = f"tcp://{self.bootstrap}"
         self.proc = subprocess.Popen(

@@ -16,7 +16,7 @@ import numpy as np
 from bench.retrieval.lexical_legs import legs_for
 from bench.retrieval.metrics import Scores, score_question
 from bench.retrieval.store import Candidates, GroupRows, QuestionCandidates
-from services.core.ranking import RowFields, fuse, pool_of, rank
+from services.core.ranking import RowFields, fuse, order_versions, pool_of, rank, version_rows
 from services.core.retrieval_config import RetrievalConfig
 from services.core.selection import Pool
 
@@ -42,6 +42,7 @@ class GroupIndex:
         self.at = {rid: i for i, rid in enumerate(rows.ids)}
         self.fields = {rid: RowFields(thread, recency[1], recency)
                        for rid, thread, recency in zip(rows.ids, rows.threads, rows.recency, strict=True)}
+        self.kinds = dict(zip(rows.ids, rows.kinds or [None] * len(rows.ids), strict=True))
 
     def vectors_for(self, ids: Sequence[str]) -> np.ndarray:
         return self.rows.vectors[[self.at[r] for r in ids]]
@@ -53,11 +54,15 @@ def question_pool(q: QuestionCandidates, index: GroupIndex, config: RetrievalCon
 
 
 def replay_question(q: QuestionCandidates, index: GroupIndex, config: RetrievalConfig, k: int) -> list[str]:
-    """The first k rows the read path would return for `q` under `config` (reserve included)."""
+    """The first k rows the read path would return for `q` under `config` (reserve and version
+    order included)."""
     # A dated question's reserve may only fall back on rows of its scope, as the row store's is.
     scope = index.rows.ids if q.scope_ids is None else [r for r in q.scope_ids if r in index.at]
-    ranking = rank(legs_for(q, config), index.fields, q.query, index.vectors_for, config.with_overrides(k=k), reversed(scope))
-    return [p.row_id for p in ranking.picks]
+    run = config.with_overrides(k=k)
+    picks = rank(legs_for(q, config), index.fields, q.query, index.vectors_for, run, reversed(scope)).picks
+    if wanted := version_rows(picks, run):
+        picks = order_versions(picks, index.fields, index.vectors_for(wanted), index.kinds, run)
+    return [p.row_id for p in picks]
 
 
 def evaluate(candidates: Candidates, config: RetrievalConfig, ks: Sequence[int] = (10, 20),
@@ -74,8 +79,9 @@ def evaluate(candidates: Candidates, config: RetrievalConfig, ks: Sequence[int] 
         if (groups is not None and q.group not in groups) or (questions is not None and q.qid not in questions):
             continue
         versions = {"version": q.version, "superseded": q.superseded}
-        if config.reserve <= 0:
-            # Without a reserve every selector's answer for a smaller k is a prefix of the larger one.
+        if config.reserve <= 0 and config.version_similarity <= 0:
+            # Without a reserve or the version order (both reorder within k), every selector's
+            # answer for a smaller k is a prefix of the larger one.
             selected = replay_question(q, indexes[q.group], config, top)
             values = score_question(selected, q.gold, ks, threads[q.group], **versions)
         else:

@@ -50,6 +50,13 @@ def version_correct_at(selected: Sequence[str], version: str, superseded: Sequen
     return 0.0 if above & set(superseded) else 1.0
 
 
+def first_gold_at(selected: Sequence[str], gold: Sequence[str], k: int) -> float:
+    """1 / the rank of the first gold row among the first k selected rows, 0 when none is there
+    (averaged: MRR@k). Recall and coverage at k ignore the order inside the k rows; this does not."""
+    wanted = set(gold)
+    return next((1.0 / rank for rank, rid in enumerate(selected[:k], start=1) if rid in wanted), 0.0)
+
+
 @dataclass
 class Scores:
     """Per-category means of metrics over questions; `ALL` is the mean over questions. A metric
@@ -85,6 +92,7 @@ def score_question(selected: Sequence[str], gold: Sequence[str], ks: Sequence[in
         out[f"recall@{k}"] = recall_at(selected, gold, k)
         out[f"coverage@{k}"] = complete_coverage_at(selected, gold, k, thread_of)
         out[f"complete@{k}"] = complete_at(selected, gold, k)
+        out[f"mrr@{k}"] = first_gold_at(selected, gold, k)
         if version is not None:
             out[f"version@{k}"] = version_correct_at(selected, version, superseded, k)
     return out

@@ -49,9 +49,10 @@ def _work_folder(work: Path, dataset: str, seeds: Sequence[int], documents: Path
 def run_benchmark(dataset: str, ks: Sequence[int] = (10, 20), selectors: Sequence[str] | None = None,
                   out: Path = Path("docs"), work: Path = Path("bench/out/eval"), groups: int | None = None,
                   split: str = "all", candidates: int = 200, log=sys.stderr, seeds: Sequence[int] = (1, 2, 3),
-                  documents: Path | None = None, questions: Path | None = None) -> str:
+                  documents: Path | None = None, questions: Path | None = None, mrr: bool = False) -> str:
     """Score the named variants on `dataset`, write `<out>/<dataset>[-split].md` and
-    `<out>/img/<dataset>[-split].png`, and return the markdown."""
+    `<out>/img/<dataset>[-split].png`, and return the markdown. `mrr`: also MRR@k, the order
+    inside the k rows."""
     names = list(selectors or DEFAULT_SET)
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
@@ -78,6 +79,8 @@ def run_benchmark(dataset: str, ks: Sequence[int] = (10, 20), selectors: Sequenc
     families = None
     if dataset in ORGANISATIONAL_DATASETS:
         families = ["recall", "complete"] + (["version"] if any(q.version for q in cands.questions) else [])
+    if mrr:
+        families = [*(families or (["recall", "coverage"] if coverage else ["recall"])), "mrr"]
     text = write_markdown(Path(out) / f"{tag}.md", f"{dataset} ({split})", results, ks, coverage, notes, families)
     write_plot(Path(out) / "img" / f"{tag}.png", f"{dataset} ({split})", results, ks, coverage, families)
     return text

@@ -41,6 +41,7 @@ class GroupRows:
     threads: list[str | None]
     recency: list[tuple[datetime, int]]  # (event time or ingest time, ingest position)
     vectors: np.ndarray  # (n, d) unit rows aligned with ids
+    kinds: list[str] | None = None  # each row's kind (None in caches written before kinds were kept)
 
 
 @dataclass
@@ -149,7 +150,7 @@ def _group_rows(memory: Memory, tenant: str) -> GroupRows:
     rows = [r for r in rows if r.row_id in vectors]
     matrix = np.stack([vectors[r.row_id] for r in rows]).astype(np.float32) if rows else np.zeros((0, 0), np.float32)
     return GroupRows([r.row_id for r in rows], [r.thread for r in rows],
-                     [(r.event_time or r.ingested_at, r.ingest_position) for r in rows], matrix)
+                     [(r.event_time or r.ingested_at, r.ingest_position) for r in rows], matrix, [r.kind for r in rows])
 
 
 def fetch_candidates(memory: Memory, dataset: Dataset, candidates: int = 200) -> Candidates:
@@ -190,6 +191,7 @@ def cached_candidates(dataset: Dataset, folder: Path, candidates: int = 200, log
         with open(path, "rb") as handle:
             cached = pickle.load(handle)
         if cached.questions_digest in (None, questions_digest(dataset)):
+            _kinds_from_documents(cached, dataset)
             return cached
     memory, lock = open_store(dataset, folder, log)
     try:
@@ -201,3 +203,14 @@ def cached_candidates(dataset: Dataset, folder: Path, candidates: int = 200, log
     with open(path, "wb") as handle:
         pickle.dump(result, handle)
     return result
+
+
+def _kinds_from_documents(cands: Candidates, dataset: Dataset) -> None:
+    """Row kinds for a cache written before rows kept them: each document's kind under the row id
+    the write path gives it (rows the email connector wrote are mail)."""
+    for group in dataset.groups:
+        rows = cands.groups.get(group.key)
+        if rows is None or rows.kinds is not None:
+            continue
+        kinds = {row_id_for(group.key, doc): doc.kind for doc in group.documents}
+        rows.kinds = [kinds.get(rid, "email" if group.mail_paths else None) for rid in rows.ids]

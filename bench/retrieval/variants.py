@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bench.retrieval.harness import REFERENCE, Variant
 from services.core.retrieval_config import PRESETS
 
@@ -94,3 +96,15 @@ VARIANTS.update(AROUND_DEFAULT)
 AROUND_DEFAULT.update(dict(_v(f"coverage-sessions-adaptive-c100-g{g:g}", **{**_CHOSEN, "gamma": float(g)}, candidates=100)
                            for g in (3, 10)))
 VARIANTS.update(AROUND_DEFAULT)
+# The default preset with newer versions first at other similarities (0: off; services.core.version_order).
+VERSION_ORDER = {
+    f"default-versions-{s:g}": Variant(f"default-versions-{s:g}", replace(PRESETS["default"], version_similarity=s))
+    for s in (0.0, 0.6, 0.65, 0.7, 0.75, 0.8)
+}
+VARIANTS.update(VERSION_ORDER)
+# ... and over fewer of the first rows (each costs a vector read on the read path).
+VERSION_ORDER.update({
+    f"default-versions-rows-{n}": Variant(f"default-versions-rows-{n}", replace(PRESETS["default"], version_rows=n))
+    for n in (5, 10, 20, 50)
+})
+VARIANTS.update(VERSION_ORDER)

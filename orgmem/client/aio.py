@@ -110,8 +110,9 @@ class AsyncClient:
     async def row(self, row_id: str) -> RowResponse:
         return await self._send(calls.row(row_id))
 
-    async def thread(self, thread_id: str) -> ThreadResponse:
-        return await self._send(calls.thread(thread_id))
+    async def thread(self, thread_id: str, limit: int | None = None) -> ThreadResponse:
+        """The thread's latest `limit` rows (the server's cap when None); `truncated` says if earlier ones exist."""
+        return await self._send(calls.thread(thread_id, limit))
 
     # --- connectors -------------------------------------------------------------------------------
     async def run_connector(self, kind: ConnectorKind, paths: Iterable[str], **options: Any) -> ConnectorRunResponse:

@@ -117,9 +117,11 @@ def row(row_id: str) -> Call[RowResponse]:
     return Call("GET", f"/v1/rows/{_segment(row_id)}", model(RowResponse), idempotent=True)
 
 
-def thread(thread_id: str) -> Call[ThreadResponse]:
+def thread(thread_id: str, limit: int | None = None) -> Call[ThreadResponse]:
     # The route takes the rest of the path, so a thread id may hold '/'; everything else is escaped.
-    return Call("GET", f"/v1/threads/{quote(thread_id, safe='/')}", model(ThreadResponse), idempotent=True)
+    params = {"limit": limit} if limit is not None else None
+    return Call("GET", f"/v1/threads/{quote(thread_id, safe='/')}", model(ThreadResponse), params=params,
+                idempotent=True)
 
 
 def run_connector(kind: ConnectorKind, paths: Iterable[str], options: Mapping[str, Any]) -> Call[ConnectorRunResponse]:

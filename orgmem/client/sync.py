@@ -110,8 +110,9 @@ class Client:
     def row(self, row_id: str) -> RowResponse:
         return self._send(calls.row(row_id))
 
-    def thread(self, thread_id: str) -> ThreadResponse:
-        return self._send(calls.thread(thread_id))
+    def thread(self, thread_id: str, limit: int | None = None) -> ThreadResponse:
+        """The thread's latest `limit` rows (the server's cap when None); `truncated` says if earlier ones exist."""
+        return self._send(calls.thread(thread_id, limit))
 
     # --- connectors -------------------------------------------------------------------------------
     def run_connector(self, kind: ConnectorKind, paths: Iterable[str], **options: Any) -> ConnectorRunResponse:

@@ -259,18 +259,25 @@ def ensure_template_and_index(client, component: str, index: str, shards: int = 
                     raise
 
 
-def bulk_failures(response: dict, tolerate: frozenset[int] = frozenset()) -> list[str]:
-    """Items of a bulk response that failed, as 'id: reason', ignoring tolerated statuses."""
+VERSION_CONFLICT = "version_conflict_engine_exception"
+
+
+def bulk_failures(response: dict, conflicts_ok: bool = False) -> list[str]:
+    """Items of a bulk response that failed, as 'op id: HTTP status: reason'. With `conflicts_ok`,
+    a version conflict is not a failure: the document already holds this write or a later one
+    (a `create` found it, an externally versioned `index` found an equal or higher version)."""
     failures = []
     if not response.get("errors"):
         return failures
     for item in response.get("items", []):
         (op, result), = item.items()
         status = result.get("status", 0)
-        if status >= 300 and status not in tolerate:
-            error = result.get("error", {})
-            reason = error.get("reason", error) if isinstance(error, dict) else error
-            failures.append(f"{op} {result.get('_id')}: HTTP {status}: {reason}")
+        error = result.get("error", {})
+        if status < 300 or (conflicts_ok and status == 409 and isinstance(error, dict)
+                            and error.get("type") == VERSION_CONFLICT):
+            continue
+        reason = error.get("reason", error) if isinstance(error, dict) else error
+        failures.append(f"{op} {result.get('_id')}: HTTP {status}: {reason}")
     return failures
 
 

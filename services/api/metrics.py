@@ -26,3 +26,27 @@ class Metrics:
                                 registry=self.registry)
         self.min_free_bytes = Gauge("orgmem_storage_min_free_bytes", "Free-space floor under which writes are refused",
                                     registry=self.registry)
+        # The embedded vector index's graph, built live in a child process (qdrant_edge_tiers.py).
+        self.vector_rows_in_graph = Gauge("orgmem_vector_rows_in_graph", "Vector rows searched through the graph",
+                                          registry=self.registry)
+        self.vector_rows_exact = Gauge("orgmem_vector_rows_searched_exactly",
+                                       "Vector rows searched exactly (added since the last graph build)",
+                                       registry=self.registry)
+        self.vector_builds_running = Gauge("orgmem_vector_builds_running", "Graph builds in progress",
+                                           registry=self.registry)
+        self.vector_builds = Gauge("orgmem_vector_builds", "Graph builds since the server started, by outcome",
+                                   ["outcome"], registry=self.registry)
+        self.vector_last_build_end = Gauge("orgmem_vector_last_build_timestamp_seconds",
+                                           "When the last graph build finished (unix time)", registry=self.registry)
+        self.vector_last_build_seconds = Gauge("orgmem_vector_last_build_duration_seconds",
+                                               "How long the last graph build took", registry=self.registry)
+
+    def vector_graph(self, status: dict) -> None:
+        self.vector_rows_in_graph.set(status["rows_in_graph"])
+        self.vector_rows_exact.set(status["rows_searched_exactly"])
+        self.vector_builds_running.set(status["builds_running"])
+        for outcome in ("done", "failed", "cancelled"):
+            self.vector_builds.labels(outcome).set(status[f"builds_{outcome}"])
+        if status["last_build_finished_at"] is not None:
+            self.vector_last_build_end.set(status["last_build_finished_at"])
+            self.vector_last_build_seconds.set(status["last_build_seconds"])

@@ -26,6 +26,7 @@ from services.errors import (
     OrgmemError,
     RunConflict,
     StorageFull,
+    TooLarge,
 )
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,7 @@ ERRORS: dict[type[Exception], Rule | Callable[[Exception], Rule]] = {
     KeyRequestError: Rule(422, "Invalid request", "invalid-request"),  # a key request's fields, as a model error
     NotFound: Rule(404, "Not found", "not-found"),
     Gone: Rule(410, "Gone", "gone"),
+    TooLarge: Rule(413, "Request too large", "too-large"),  # as the body-size guard answers
     RunConflict: Rule(409, "Run cannot be reverted", "conflict", extra=_path_run_id),
     Conflict: Rule(409, "Conflict", "conflict"),
     NotReady: Rule(503, "Not indexed yet", "not-indexed", {"Retry-After": "1"}, extra=lambda *_: {"retry_after_s": 1}),

@@ -24,7 +24,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -112,8 +112,10 @@ class ProjectionHolds:
     a hold that is not released by then lapses by itself (a backup that died cannot stop indexing),
     and its backup is refused when it asks to release."""
 
-    def __init__(self, projection, event_log: EventLog, data_dir: Path | None = None):
-        self._projection, self._log = projection, event_log
+    def __init__(self, projection, event_log: EventLog, data_dir: Path | None = None,
+                 builds_held: Callable[[], AbstractContextManager[None]] = nullcontext):
+        # builds_held: the vector index's own file changes (graph builds swap shards) wait too.
+        self._projection, self._log, self._builds_held = projection, event_log, builds_held
         self._data_dir = str(Path(data_dir).resolve()) if data_dir is not None else ""
         self._lock = threading.Lock()
         self._current: _HoldState | None = None
@@ -147,7 +149,7 @@ class ProjectionHolds:
 
     def _run(self, state: _HoldState, paused, seconds: float) -> None:
         try:
-            with paused() as checkpoint:
+            with paused() as checkpoint, self._builds_held():
                 state.hold.checkpoint = checkpoint
                 state.hold.log_head = self._log.head()
                 state.hold.expires_at = datetime.now(UTC) + timedelta(seconds=seconds)

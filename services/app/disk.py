@@ -112,6 +112,9 @@ class GuardedEventLog:
     def head(self) -> int:
         return self._inner.head()
 
+    def backlog(self, after: int, head: int) -> int:
+        return self._inner.backlog(after, head)
+
     def close(self) -> None:
         self._inner.close()
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 from schemas.documents import DocumentIn
@@ -120,8 +121,10 @@ class Memory:
             raise NotFound(f"row {row_id} not found")
         return row, self._rows.history(row_id)
 
-    def thread(self, thread: str, caller: Caller = SYSTEM) -> list[Row]:
-        rows = [r for r in self._rows.thread(caller.tenant, thread) if self._may_read(r, caller)]
+    def thread(self, thread: str, caller: Caller = SYSTEM, limit: int | None = None) -> list[Row]:
+        """The thread's rows the caller may read, in date order; with `limit`, its last `limit`
+        (the store filters by access list, so a limit never counts a row the caller may not read)."""
+        rows = [r for r in self._rows.thread(caller.tenant, thread, caller.readers, limit) if self._may_read(r, caller)]
         if not rows:
             raise NotFound(f"thread {thread} not found")
         return rows
@@ -141,6 +144,10 @@ class Memory:
     def head(self) -> int:
         """The log's last position."""
         return self._log.head()
+
+    def backlog(self, head: int) -> int:
+        """What the projections have still to apply up to `head`, in the log's unit (EventLog.backlog)."""
+        return self._log.backlog(self.applied, head)
 
     def checkpoint(self) -> int:
         """The position the row store reflects, read from the store (where indexer processes
@@ -207,6 +214,22 @@ class Memory:
         blocks this process for as long as the build takes, so only `orgmem optimize` calls it."""
         optimize = getattr(self._vectors, "optimize", None)
         return bool(optimize and optimize())
+
+    def seal_vectors_if_due(self) -> bool:
+        """Start a background graph build where the vector index maintains its graph live
+        (SelfSealing); it runs in a child process, so this returns at once."""
+        seal = getattr(self._vectors, "seal_if_due", None)
+        return bool(seal and seal())
+
+    def vector_builds_held(self) -> AbstractContextManager[None]:
+        """While inside, the vector index changes no file by itself (no graph build, SelfSealing)."""
+        held = getattr(self._vectors, "builds_held", None)
+        return held() if held else nullcontext()
+
+    def vector_status(self) -> dict | None:
+        """The vector graph's figures (rows in the graph, searched exactly, builds), if it has any."""
+        status = getattr(self._vectors, "graph_status", None)
+        return status() if status else None
 
     def rebuild(self, progress: Callable | None = None):
         """Drop every projection and replay the log from the start."""

@@ -108,11 +108,15 @@ class Projector:
             log.warning("event at %d names unknown row %s of tenant %s; ignored",
                         logged.position, logged.event.row_id, logged.event.tenant)
         new_rows, changed = plan.new_rows, plan.changed_rows
+        # The position of the event that produced each row's state as the batch leaves it: an
+        # index shared by indexer processes keeps the later of two states (a stalled indexer
+        # that wakes after another has moved on cannot write an older one back).
+        positions = {m.row.row_id: m.change.position for m in plan.mutations}
         if new_rows:
             vectors = self.embedder.encode([embedding_text(r.title, r.text) for r in new_rows])
-            self.vectors.upsert(new_rows, vectors)
+            self.vectors.upsert(new_rows, vectors, positions=positions)
         if changed:
-            self.vectors.update_state(changed)
+            self.vectors.update_state(changed, positions=positions)
         if plan.touched:
             self.lexical.upsert(list(plan.touched.values()))
         position = events[-1].position

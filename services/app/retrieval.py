@@ -13,7 +13,7 @@ import numpy as np
 
 from schemas.rows import Row
 from services.app.tracing import Stage, record_query
-from services.core.ranking import Fusion, active_legs, rank
+from services.core.ranking import Fusion, active_legs, order_versions, rank, version_rows
 from services.core.reserve import Pick
 from services.core.retrieval_config import RetrievalConfig, weights_problem
 from services.core.scope import Scope
@@ -94,21 +94,28 @@ class Retriever:
             legs["vec"] = self.vectors.search(query_vector, scope, config.candidates)
             lap("vector")
             heads.update(self.rows.heads([h.row_id for h in legs["vec"] if h.row_id not in heads]))
+        fields = {**heads, **{head.row_id: head for head in newest}}
         ranking = rank(
             {leg: [(h.row_id, h.score) for h in hits] for leg, hits in legs.items()},
-            {**heads, **{head.row_id: head for head in newest}}, query_vector, self._vectors_for, config,
-            [head.row_id for head in newest], lap,
+            fields, query_vector, self._vectors_for, config, [head.row_id for head in newest], lap,
         )
+        # The version order's vectors are read while the rows are, on the worker.
+        wanted_vectors = version_rows(ranking.picks, config)
+        vectors = self._lexical.submit(self._vectors_for, wanted_vectors) if wanted_vectors else None
         # Whole rows (texts included) only for what is returned: about half of what matched.
         rows = self.rows.get_many([p.row_id for p in ranking.picks])
         lap("rows")
+        picks = ranking.picks
+        if vectors is not None:
+            picks = order_versions(picks, fields, vectors.result(), {rid: row.kind for rid, row in rows.items()}, config)
+            lap("version_order")
         found_versions = versions_in_view(self.rows, list(rows.values()), scope)
         lap("versions")
         fusion = ranking.fusion
         if stages is not None:
             self._trace(query, scope, config, started, stages, legs, fusion, rows)
         return Retrieval(
-            selected=self._describe([p for p in ranking.picks if p.row_id in rows], rows, fusion),
+            selected=self._describe([p for p in picks if p.row_id in rows], rows, fusion),
             matched=len(fusion.fused),
             leg_sizes={leg: len(hits) for leg, hits in fusion.legs.items()},
             timings_ms=timings,

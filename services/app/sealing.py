@@ -237,6 +237,9 @@ class SealingEventLog:
     def head(self) -> int:
         return self._inner.head()
 
+    def backlog(self, after: int, head: int) -> int:
+        return self._inner.backlog(after, head)
+
     def close(self) -> None:
         try:
             self._inner.close()

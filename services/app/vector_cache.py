@@ -23,8 +23,9 @@ def cache_key(model: str, text: str) -> bytes:
 class CachedEmbedder:
     """An Embedder that encodes only the texts the cache lacks (each distinct text once)."""
 
-    def __init__(self, embedder: Embedder, cache: VectorCache, model: str):
+    def __init__(self, embedder: Embedder, cache: VectorCache, model: str, owns_embedder: bool = False):
         self._embedder, self._cache, self.model = embedder, cache, model
+        self._owns_embedder = owns_embedder  # a pool of encoder processes is the memory's own
         self.name, self.dim = embedder.name, embedder.dim
         self._lock = threading.Lock()
         self.hits = self.misses = 0
@@ -49,7 +50,9 @@ class CachedEmbedder:
         return np.stack([found[key] for key in keys]).astype(np.float32, copy=False)
 
     def close(self) -> None:
-        self._cache.close()  # the encoder itself is shared by the process (services/bootstrap.py)
+        self._cache.close()  # the process's own encoder is shared by the process (services/bootstrap)
+        if self._owns_embedder:
+            self._embedder.close()
 
     def forget(self, texts: Sequence[str]) -> int:
         """Drop the vectors of these texts (erasure: a vector is derived from its text)."""

@@ -4,12 +4,14 @@ Everything a process needs is built here: the memory (its adapters, the projecti
 projector where this process projects, a follower where it only reads — and the retriever),
 the embedded server's indexer thread, the key store, the judge and the maintenance task runner.
 
+    cluster_rebuild  the cluster's projection generations and its rebuild beside the live one
     components   encoders (behind the vector cache), tracing, presets, the judge, key stores
     data_folder  the embedded data folder: private modes, its lock, the (guarded, sealed) log
     memory       a Memory of either profile; rebuilding aside; an indexer process's feed
     server       what a server runs beside its memory; backup, export and restore mechanics
 """
 
+from services.bootstrap.cluster_rebuild import rebuild_cluster_beside
 from services.bootstrap.components import (
     cached_document_embedder,
     embedder_for,
@@ -71,6 +73,7 @@ __all__ = [
     "open_memory",
     "private_data_folder",
     "rebuild_aside",
+    "rebuild_cluster_beside",
     "restore_data_folder",
     "retrieval_config",
     "sealed_log",

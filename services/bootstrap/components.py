@@ -3,7 +3,9 @@ the retrieval presets, the judge and the API key store."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+import os
+from collections.abc import Callable
+from functools import lru_cache, partial
 from pathlib import Path
 
 from services.app.vector_cache import CachedEmbedder
@@ -24,37 +26,68 @@ def _embedder(settings: EmbedderSettings, role: str) -> Embedder:
         return OpenAICompatEmbedder(settings.endpoint_url or "", settings.model, api_key=key, dim=settings.dim,
                                     batch_size=settings.batch_size, concurrency=settings.concurrency,
                                     timeout_s=settings.timeout_s, max_chars=settings.max_tokens * 64)
+    return _local_encoder(settings, role)()
+
+
+def _local_encoder(settings: EmbedderSettings, role: str) -> Callable[[], Embedder]:
+    """How to build a local encoder: a picklable callable, so that an encoder process builds the same one."""
     if settings.backend == "onnx":
         from services.adapters.embedder.onnx_runtime import OnnxEmbedder
 
-        return OnnxEmbedder(settings.model, max_tokens=settings.max_tokens, batch_size=settings.batch_size,
-                            threads=settings.threads, cache_dir=settings.cache_dir,
-                            precision=settings.query_vectors if role == "query" else "fp32")
+        return partial(OnnxEmbedder, settings.model, max_tokens=settings.max_tokens, batch_size=settings.batch_size,
+                       threads=settings.threads, cache_dir=settings.cache_dir,
+                       precision=settings.query_vectors if role == "query" else settings.document_vectors)
     from services.adapters.embedder.sentence_transformers import (
         SentenceTransformerEmbedder,
     )
 
-    return SentenceTransformerEmbedder(settings.model, max_tokens=settings.max_tokens,
-                                       batch_size=settings.batch_size, threads=settings.threads)
+    return partial(SentenceTransformerEmbedder, settings.model, max_tokens=settings.max_tokens,
+                   batch_size=settings.batch_size, threads=settings.threads)
+
+
+def encoder_processes(settings: EmbedderSettings) -> int:
+    """How many processes encode document batches: the setting, else one per core up to 4; the
+    remote backend is always 1 (the endpoint spreads the work)."""
+    if settings.backend == "openai":
+        return 1
+    if settings.encoder_processes is not None:
+        return settings.encoder_processes
+    return max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 4))
+
+
+def pooled(settings: EmbedderSettings, local: Embedder) -> Embedder:
+    """The process's own encoder, or a pool of encoder processes in front of it (one pool per
+    memory, stopped by its close) when more than one process is configured."""
+    processes = encoder_processes(settings)
+    if processes < 2:
+        return local
+    from services.adapters.embedder.process_pool import ProcessPoolEmbedder
+
+    return ProcessPoolEmbedder(local, _local_encoder(settings, "ingest"), processes)
 
 
 def cached_document_embedder(settings: Settings) -> Embedder:
-    """The document encoder, behind the data folder's vector cache in the embedded profile."""
-    embedder = embedder_for(settings.embedder)
-    if settings.profile != "embedded" or not settings.embedder.vector_cache:
+    """The document encoder of the embedded profile, over encoder processes for a backlog and
+    behind the data folder's vector cache."""
+    local = embedder_for(settings.embedder)
+    if settings.profile != "embedded":
+        return local
+    embedder = pooled(settings.embedder, local)
+    if not settings.embedder.vector_cache:
         return embedder
     from services.adapters.vector_cache.sqlite import SqliteVectorCache
 
     e = settings.embedder
     cache = SqliteVectorCache(Path(settings.data_dir) / "cache" / "vectors.sqlite", embedder.dim)
-    return CachedEmbedder(embedder, cache, model=f"{e.backend}/{e.model}/{e.max_tokens}/fp32")
+    return CachedEmbedder(embedder, cache, model=f"{e.backend}/{e.model}/{e.max_tokens}/{e.document_vectors}",
+                          owns_embedder=embedder is not local)
 
 
 def embedder_for(settings: EmbedderSettings, role: str = "ingest") -> Embedder:
     """One encoder per process, model and role. Queries get their own copy of the model (int8 by
     default, see `EmbedderSettings.query_precision`), so that a query never queues behind the
     indexer's batch encode."""
-    return _embedder(settings, role)
+    return _embedder(settings.model_copy(update={"encoder_processes": None}), role)
 
 
 @lru_cache(maxsize=4)
@@ -100,6 +133,11 @@ def judge_for(settings: Settings) -> Judge:
 
 
 def key_store_for(settings: Settings) -> KeyStore:
+    """The API keys: `<data_dir>/keys.sqlite`, or Redis in the cluster (every replica shares them)."""
+    if (settings.auth.key_store or ("redis" if settings.profile == "cluster" else "sqlite")) == "redis":
+        from services.adapters.key_store.api_keys_redis import RedisKeyStore
+
+        return RedisKeyStore(settings.cluster.redis_url)
     from services.adapters.key_store.sqlite import SqliteKeyStore
 
     return SqliteKeyStore(settings.auth.keys_file or private_data_folder(Path(settings.data_dir)) / "keys.sqlite")

@@ -65,13 +65,13 @@ def embedded_adapters(settings: Settings, folder: str = projection_folders.LIVE
     names the projections' folder in it (`rebuild_aside` builds in another one)."""
     from services.adapters.lexical.tantivy import TantivyLexicalIndex
     from services.adapters.row_store.sqlite import SqliteRowStore
-    from services.adapters.vector.qdrant_edge import QdrantEdgeVectorIndex
+    from services.adapters.vector.qdrant_edge_tiers import TieredEdgeVectorIndex
 
     projections = Path(settings.data_dir) / folder
     return (open_event_log(settings), SqliteRowStore(projections / "rows.sqlite"),
             TantivyLexicalIndex(projections / "lexical"),
-            QdrantEdgeVectorIndex(projections / "vectors", embedder_for(settings.embedder).dim,
-                                  settings.vector_search_ef))
+            TieredEdgeVectorIndex(projections / "vectors", embedder_for(settings.embedder).dim,
+                                  settings.vector_search_ef, seal_rows=settings.vector_seal_rows))
 
 
 def build_memory(settings: Settings) -> tuple[Memory, DataFolderLock | NoLock]:
@@ -129,11 +129,14 @@ def rebuild_aside(settings: Settings, progress=None, audit=None):
         lock.release()
 
 
-def build_cluster_memory(settings: Settings, role: str = "reader") -> tuple[Memory, NoLock]:
+def build_cluster_memory(settings: Settings, role: str = "reader", aside: bool = False) -> tuple[Memory, NoLock]:
     """The cluster profile: Kafka log, Elasticsearch row store and lexical index (one ES index),
-    Qdrant server vectors. Every part is named by `settings.cluster`."""
+    Qdrant server vectors. Every part is named by `settings.cluster`: the aliases of the live
+    generation (generation 1 is made where there is none), or with `aside` a new generation's own
+    names (a rebuild beside the live one, services/bootstrap/cluster_rebuild.py)."""
     from qdrant_client import QdrantClient
 
+    from services.adapters.elasticsearch_common import connect
     from services.adapters.event_log.kafka import KafkaEventLog
     from services.adapters.lexical.elasticsearch import ElasticsearchLexicalIndex
     from services.adapters.row_store.elasticsearch import ElasticsearchRowStore
@@ -148,16 +151,20 @@ def build_cluster_memory(settings: Settings, role: str = "reader") -> tuple[Memo
     try:
         event_log = sealed_log(settings, KafkaEventLog.from_settings(cluster))
         opened.append(event_log)
-        rows = ElasticsearchRowStore(cluster.es_url, cluster.es_index, shards=cluster.es_shards,
+        es_client, qdrant = connect(cluster.es_url), QdrantClient(url=cluster.qdrant_url, timeout=30)
+        opened += [es_client, qdrant]
+        dim = embedder_for(settings.embedder).dim
+        if not aside:
+            from services.bootstrap.cluster_rebuild import ensure_generations
+
+            ensure_generations(settings, es_client, qdrant, dim)
+        rows = ElasticsearchRowStore(client=es_client, index=cluster.es_index, shards=cluster.es_shards,
                                      replicas=cluster.es_replicas, writer=role == "indexer")
-        opened.append(rows)
         # One ES index holds the rows and their lexical index; the row store writes it (see the
         # lexical adapter's module doc for why the lexical side does not).
         lexical = ElasticsearchLexicalIndex(client=rows.client, index=cluster.es_index, shards=cluster.es_shards,
                                             writes=False)
-        vectors = QdrantServerVectorIndex(QdrantClient(url=cluster.qdrant_url, timeout=30), cluster.qdrant_collection,
-                                          embedder_for(settings.embedder).dim, search_ef=settings.vector_search_ef)
-        opened.append(vectors)
+        vectors = QdrantServerVectorIndex(qdrant, cluster.qdrant_collection, dim, search_ef=settings.vector_search_ef)
         return assemble_memory(settings, event_log, rows, lexical, vectors, role), NoLock()
     except BaseException:
         for part in reversed(opened):

@@ -12,6 +12,7 @@ from services.app.indexer import IndexerThread
 from services.app.maintenance import MaintenanceService
 from services.app.memory import Memory
 from services.app.task_runner import InProcessRunner
+from services.app.vector_graph import VectorGraphKeeper
 from services.bootstrap.components import judge_for, key_store_for, tracer_for
 from services.bootstrap.data_folder import DataFolderLock, disk_guard_for
 from services.bootstrap.memory import open_memory
@@ -54,8 +55,11 @@ class ServerParts:
     disk: DiskGuard | None = None  # the data folder's free-space floor (embedded profile)
     tracer: object | None = None  # an OpenTelemetry tracer when tracing is on
     holds: ProjectionHolds | None = None  # a backup holds the projector between batches (embedded)
+    vector_graph: VectorGraphKeeper | None = None  # seals the vector graph live (embedded)
 
     def close(self) -> None:
+        if self.vector_graph is not None:
+            self.vector_graph.stop()
         if self.holds is not None:
             self.holds.close()
         self.runner.close()
@@ -71,10 +75,14 @@ def server_parts(settings: Settings, memory: Memory) -> ServerParts:
     runs_here = _runner_kind(settings) == "in-process"
     maintenance = maintenance_for(settings, memory, indexer, owns_runs=runs_here)
     keys = key_store_for(settings) if settings.auth.enabled else None
-    holds = (ProjectionHolds(memory.projection, memory.event_log, Path(settings.data_dir))
+    holds = (ProjectionHolds(memory.projection, memory.event_log, Path(settings.data_dir), memory.vector_builds_held)
              if settings.profile == "embedded" else None)
+    vector_graph = None
+    if settings.profile == "embedded":
+        vector_graph = VectorGraphKeeper(memory, settings.vector_seal_check_s)
+        vector_graph.start()
     return ServerParts(indexer, keys, maintenance, task_runner_for(settings, maintenance), disk,
-                       tracer_for(settings), holds)
+                       tracer_for(settings), holds, vector_graph)
 
 
 def backup_files():

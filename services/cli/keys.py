@@ -1,8 +1,9 @@
 """`orgmem keys create|list|revoke` and `orgmem audit`.
 
-Keys are managed on the data folder directly (the key store is its own SQLite file, so this works
-while a server runs); every change is an `AdminActionRecorded` event in the log, and `orgmem audit`
-lists those together with maintenance runs.
+Keys are managed on the key store directly, so this works while a server runs: the data folder's
+own SQLite file in the embedded profile, the Redis store every API replica shares in the cluster
+profile (`auth.key_store`). Every change is an `AdminActionRecorded` event in the log, and
+`orgmem audit` lists those together with maintenance runs.
 """
 
 from __future__ import annotations

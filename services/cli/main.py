@@ -46,14 +46,14 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
     from services.app.audit import record_admin_action
-    from services.bootstrap import open_memory, rebuild_aside
+    from services.bootstrap import open_memory, rebuild_aside, rebuild_cluster_beside
 
     settings = settings_from(args)
-    if settings.profile == "cluster":  # the cluster's stores are reset and replayed in place
+    if settings.profile == "cluster":  # built beside the live projections, which serve meanwhile
         with open_memory(settings) as memory:
             record_admin_action(memory.event_log, "*", "rebuild", actor=f"cli:{getpass.getuser()}")
-            stats = memory.rebuild(progress=print_progress)
-            print(f"rebuilt from {stats.events} events: {memory.stats()}")
+        stats, counts = rebuild_cluster_beside(settings, progress=print_progress)
+        print(f"rebuilt from {stats.events} events: {counts}")
         return 0
     # Embedded: from the log alone, whatever state the projections are in (built aside, swapped in).
     stats, counts = rebuild_aside(settings, progress=print_progress, audit=lambda event_log: record_admin_action(
@@ -76,7 +76,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from services.bootstrap import open_memory
 
     with open_memory(settings_from(args)) as memory:
-        print(json.dumps(memory.stats(), indent=1))
+        stats = memory.stats()
+        if (graph := memory.vector_status()) is not None:  # rows in the vector graph, searched exactly
+            stats["vector_graph"] = graph
+        print(json.dumps(stats, indent=1))
     return 0
 
 
@@ -123,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jsonl", required=True)
     p.add_argument("--batch", type=int, default=500)
     p.add_argument("--no-index", action="store_true", help="append only; a running server indexes them")
-    command("rebuild", cmd_rebuild, "drop every projection and replay the log")
+    command("rebuild", cmd_rebuild, "replay the log into fresh projections, built aside and swapped in")
     command("stats", cmd_stats, "counts of the log and the projections")
     command("optimize", cmd_optimize, "build the vector index graph (offline: blocks for minutes on large stores)")
     # Command groups that live in their own modules register themselves here.

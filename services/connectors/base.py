@@ -124,10 +124,12 @@ def dead_letters_file(data_dir: Path, tenant: str | None) -> Path:
 
 
 def _lines(path: Path) -> Iterator[dict]:
+    # Line by line: a dead-letter file grows for as long as a connector keeps failing.
     if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                yield json.loads(line)
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip():
+                    yield json.loads(line)
 
 
 _LETTER_FIELDS = frozenset(DeadLetter.__dataclass_fields__)

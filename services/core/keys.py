@@ -112,5 +112,5 @@ def grant_refusal(creator: Caller, tenant: str, principal: str, groups: Iterable
 
 def key_id_of(token: str) -> str | None:
     """The public key id inside a presented token, or None when it is not shaped like one of ours."""
-    match = TOKEN.match(token)
+    match = TOKEN.match(token) if isinstance(token, str) else None
     return match.group(1) if match else None

@@ -1,9 +1,10 @@
 """The read path's ranking once the legs have answered (Mem++ §3.3): weighted RRF over the legs,
-the configured selector over the fused pool, then the recency reserve.
+the configured selector over the fused pool, then the recency reserve, and then (once the returned
+rows' kinds are read) newer versions first.
 
-`Retriever.retrieve` and the benchmark harness's replay both call `rank`, so an offline replay
-ranks exactly as a query does. Pure: rows come in as their ranking fields, vectors through a
-callable.
+`Retriever.retrieve` and the benchmark harness's replay both call `rank` and `order_versions`, so
+an offline replay ranks exactly as a query does. Pure: rows come in as their ranking fields,
+vectors through a callable.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from services.core.fusion import Fused, weighted_rrf
 from services.core.reserve import Pick, RecencyKey, with_recency_reserve
 from services.core.retrieval_config import RetrievalConfig
 from services.core.selection import Pool, VectorsFor, select
+from services.core.version_order import newer_versions_first, versioned
 
 LEXICAL_LEG = "lex"  # its BM25 scores feed the coverage selector's thread votes
 
@@ -93,7 +95,8 @@ def rank(
     lap: Callable[[str], None] | None = None,
 ) -> Ranking:
     """The k rows the read path returns: the first k - R in the selector's order, then the
-    recency reserve of R (`services.core.reserve`).
+    recency reserve of R (`services.core.reserve`). The version order (`order_versions`) follows
+    once the rows' kinds are read.
 
     `fields` covers every hit and the rows of `newest`: the scope's row ids, most recently
     ingested first, of which the first R that no leg matched fill a reserve short of matched
@@ -112,3 +115,25 @@ def rank(
     picks = with_recency_reserve(ordered, matched, config.k, config.reserve, recency, unmatched, lead_reason)
     mark("reserve")
     return Ranking(picks, fusion)
+
+
+def version_rows(picks: Sequence[Pick], config: RetrievalConfig) -> list[str]:
+    """The rows whose vectors the version order needs: the first `version_rows` picks, none when
+    `version_similarity` is 0 (off)."""
+    if config.version_similarity <= 0 or config.version_rows < 2 or len(picks) < 2:
+        return []
+    return [p.row_id for p in picks[: config.version_rows]]
+
+
+def order_versions(picks: Sequence[Pick], fields: Mapping[str, RankingFields], vectors: np.ndarray,
+                   kinds: Mapping[str, str | None], config: RetrievalConfig) -> list[Pick]:
+    """`picks` with newer versions first among the `version_rows(picks, config)` (whose `vectors`
+    come aligned with them); `kinds`: each row's kind (a chat turn is nobody's version, see
+    `services.core.version_order`). The rest stay as ranked; every pick keeps its reason."""
+    ids = version_rows(picks, config)
+    if not ids:
+        return list(picks)
+    reason = {p.row_id: p.reason for p in picks[: len(ids)]}
+    order = newer_versions_first(ids, {rid: fields[rid].recency for rid in ids}, np.asarray(vectors, dtype=np.float32),
+                                 config.version_similarity, [versioned(kinds.get(rid)) for rid in ids])
+    return [Pick(rid, reason[rid]) for rid in order] + list(picks[len(ids) :])

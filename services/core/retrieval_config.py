@@ -38,9 +38,17 @@ class RetrievalConfig:
     # its best row and its summed BM25 over the best `coverage_lexical_rows` lexical hits ("lexical")
     coverage_threads: Literal["fused", "lexical"] = "fused"
     coverage_lexical_rows: int = 50
+    # Newer versions first (services.core.version_order): two returned rows whose embeddings are
+    # at least this cosine apart restate one thing, and the later goes above the earlier; 0: off.
+    version_similarity: float = 0.0
+    version_rows: int = 10  # ... among the first this many returned rows (each costs a vector read)
 
     def __post_init__(self) -> None:
         self.term_match  # noqa: B018 - a bad lexical setting fails when the config is made, not at query time
+        if not 0.0 <= self.version_similarity <= 1.0:
+            raise Invalid(f"version_similarity: expected a cosine in [0, 1] (0: off), got {self.version_similarity}")
+        if self.version_rows < 0:
+            raise Invalid(f"version_rows: expected rows >= 0, got {self.version_rows}")
 
     @property
     def term_match(self) -> TermMatch:
@@ -71,12 +79,13 @@ DEFAULT_PRESET = "default"
 PRESETS: dict[str, RetrievalConfig] = {
     # The default read path, the best measured one (docs/retrieval.md, "The default read path"):
     # thread coverage as in "conversational-coverage", with the adaptive lexical match (all of 1-2
-    # content terms, then a share falling by 25 points a term to a 30% floor), C = 100.
+    # content terms, then a share falling by 25 points a term to a 30% floor), C = 100; newer
+    # versions first among the first 10 rows at a cosine of 0.65 (tuned on the synthetic organisation).
     DEFAULT_PRESET: RetrievalConfig(
         weights={"lex": 1.0, "tag": 0.0, "vec": 1.0}, candidates=100, gamma=5.0, reserve=0, lexical_match="adaptive",
         lexical_all_up_to=2, lexical_share_step=0.25, lexical_share_floor=0.3,
         selector="coverage", context_weight=0.25, context_window=1, coverage_every=2,
-        coverage_threads="lexical", coverage_lexical_rows=50,
+        coverage_threads="lexical", coverage_lexical_rows=50, version_similarity=0.65,
     ),
     # Mem++ Table 6, OrgMemBench column (the default before the measurements above).
     "paper-orgmembench": RetrievalConfig(),

@@ -69,7 +69,8 @@ def build_server(tools: MemoryTools, caller_of: CallerOf) -> MCPServer:
     @server.tool(annotations=READ_ONLY, description=(
         "Every document in a thread (a decision, a ticket, a mail thread), oldest first: its version "
         "number, date, author and state, the later version that superseded it, and any row a maintenance "
-        "judge found to contradict it. Use it to see how a decision evolved and which version is the latest."))
+        "judge found to contradict it. Use it to see how a decision evolved and which version is the latest. "
+        "A very long thread answers with its latest versions and `truncated: true`."))
     async def get_thread_versions(thread: Annotated[str, Field(max_length=1024, description="A thread id")],
                                   ctx: Context) -> dict[str, Any]:
         return await tools.thread_versions(caller_of(ctx), thread)
@@ -105,7 +106,7 @@ def build_server(tools: MemoryTools, caller_of: CallerOf) -> MCPServer:
         return json.dumps(await as_resource(tools.document(caller_of(ctx), row_id)))
 
     @server.resource("orgmem://threads/{thread_id}", name="thread", mime_type="application/json",
-                     description="Every version of a thread in date order (as get_thread_versions)")
+                     description="The versions of a thread in date order, its latest when long (as get_thread_versions)")
     async def thread_resource(thread_id: str, ctx: Context) -> str:
         return json.dumps(await as_resource(tools.thread_versions(caller_of(ctx), thread_id)))
 

@@ -92,7 +92,7 @@ class MemoryTools:
     async def thread_versions(self, caller: Caller, thread: str) -> dict:
         with as_tool_errors():
             answer = await anyio.to_thread.run_sync(routes.get_thread, thread, self.state, caller)
-        return {"thread": thread, "versions": timeline.versions(answer.rows)}
+        return {"thread": thread, "versions": timeline.versions(answer.rows), "truncated": answer.truncated}
 
     async def what_changed(self, caller: Caller, since: datetime, until: datetime, *, thread: str | None = None,
                            q: str | None = None, k: int | None = None) -> dict:
@@ -105,12 +105,13 @@ class MemoryTools:
             if found:
                 raise problems.invalid_request("; ".join(found))
             since, until = _utc(since), _utc(until)
-            rows = await (self._thread_rows(caller, thread) if thread is not None else
-                          self._matching_rows(caller, q, until, k))
+            budget = self.state.settings.limits.max_thread_rows
+            rows, truncated = await (self._thread_rows(caller, thread, budget) if thread is not None else
+                                     self._matching_rows(caller, q, until, k, budget))
             histories, readable = await anyio.to_thread.run_sync(self._histories, caller, rows)
         changes = timeline.changes(rows, histories, readable, since, until)
         return {"since": since.isoformat(), "until": until.isoformat(), "thread": thread, "q": q,
-                "versions_read": len(rows), "changes": changes}
+                "versions_read": len(rows), "truncated": truncated, "changes": changes}
 
     async def add(self, caller: Caller, documents: list[DocumentIn]) -> dict:
         require(caller, "writer", "add_documents")
@@ -120,22 +121,29 @@ class MemoryTools:
                 "read_your_writes": "pass position as `after` to search_memory to wait until they are searchable"}
 
     # --- what_changed's reads: the routes, and the use case behind GET /v1/rows ----------------
-    async def _thread_rows(self, caller: Caller, thread: str) -> list[Row]:
-        return (await anyio.to_thread.run_sync(routes.get_thread, thread, self.state, caller)).rows
+    async def _thread_rows(self, caller: Caller, thread: str, limit: int) -> tuple[list[Row], bool]:
+        answer = await anyio.to_thread.run_sync(routes.get_thread, thread, self.state, caller, limit)
+        return answer.rows, answer.truncated
 
-    async def _matching_rows(self, caller: Caller, q: str, until: datetime, k: int | None) -> list[Row]:
-        """The rows of the threads the question's matches (dated by `until`) belong to, every version
-        of each; a match without a thread stands alone."""
+    async def _matching_rows(self, caller: Caller, q: str, until: datetime, k: int | None,
+                             budget: int) -> tuple[list[Row], bool]:
+        """The rows of the threads the question's matches (dated by `until`) belong to, the latest
+        versions of each, `budget` rows in all (the best matches' threads first); a match without a
+        thread stands alone. True when the budget left rows out."""
         body = QueryRequest(q=q, as_of=until, k=k)
         hits = (await routes.query(body, self.state, caller)).rows
         rows: dict[str, Row] = {}
+        truncated = False
         for thread in dict.fromkeys(hit.thread for hit in hits if hit.thread):
-            for row in await self._thread_rows(caller, thread):
-                rows[row.row_id] = row
+            if len(rows) >= budget:
+                return list(rows.values()), True
+            found, cut = await self._thread_rows(caller, thread, budget - len(rows))
+            truncated |= cut
+            rows.update((row.row_id, row) for row in found)
         for hit in hits:
             if not hit.thread and hit.row_id not in rows:
                 rows[hit.row_id] = (await anyio.to_thread.run_sync(routes.get_row, hit.row_id, self.state, caller)).row
-        return list(rows.values())
+        return list(rows.values()), truncated
 
     def _histories(self, caller: Caller, rows: list[Row]) -> tuple[dict[str, list[RowChange]], dict[str, Row]]:
         """Each row's history, and the rows its supersessions name that the caller may read (the

@@ -8,6 +8,8 @@ import json
 import random
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from schemas.documents import DocumentIn
 from schemas.events import DocumentObserved, MaintenanceRunStarted, RowArchived
 from schemas.rows import Row, RowChange
@@ -21,6 +23,7 @@ from services.adapters.row_store.elasticsearch import (
 )
 from services.core.scope import Scope, admits
 from services.core.term_match import ALL_TERMS, ANY_TERM, TermMatch
+from services.errors import BackendUnavailable, OrgmemError
 from services.ports import RowMutation, SkippedDocument
 
 T0 = datetime(2024, 3, 1, 9, tzinfo=UTC)
@@ -129,21 +132,46 @@ def test_adaptive_lexical_body_asks_a_share_of_a_long_question_and_all_of_a_shor
 
 
 def test_kafka_positions_keys_and_topic():
-    assert kafka.position_of(0) == 1 and kafka.offset_after(kafka.position_of(41)) == 42
-    assert kafka.offset_after(0) == 0
-    configs = kafka.topic_configs(2)
+    span = kafka.SPAN
+    # Three events in the record at offset 41: the last one sits at 42 * SPAN.
+    assert [kafka.position_of(41, i, 3) for i in range(3)] == [42 * span - 2, 42 * span - 1, 42 * span]
+    assert kafka.position_of(0, 0, 1) == span and kafka.position_of(0, 0, span) == 1  # a full record starts at 1
+    assert kafka.offset_after(0) == 0 and kafka.offset_after(42 * span - 2) == 41  # inside the record: read it again
+    assert kafka.offset_after(42 * span) == 42  # its last event: the next record
+    with pytest.raises(OrgmemError, match=">= 0"):
+        kafka.offset_after(-1)
+    configs = kafka.topic_configs(32 * 1024 * 1024, 2)
     assert configs["retention.ms"] == "-1" and configs["cleanup.policy"] == "delete"
     assert configs["message.timestamp.type"] == "LogAppendTime" and configs["min.insync.replicas"] == "2"
+    assert int(configs["max.message.bytes"]) > 32 * 1024 * 1024
     doc = DocumentObserved(tenant="t", row_id="r9", document=DocumentIn(text="x"))
-    assert kafka.event_key(doc) == b"r9" and kafka.event_key(RowArchived(tenant="t", row_id="r9")) == b"r9"
-    assert kafka.event_key(MaintenanceRunStarted(tenant="t", run_id="run-1", job="refine")) == b"run-1"
+    run = MaintenanceRunStarted(tenant="t", run_id="run-1", job="refine")
+    assert kafka.batch_key([doc, RowArchived(tenant="t", row_id="r9")]) == b"t"
 
     class Record:
-        offset, timestamp, value = 41, 1_700_000_000_123, doc.model_dump_json().encode()
+        offset, timestamp = 41, 1_700_000_000_123
+        value = kafka.encode_batch([doc, run, RowArchived(tenant="t", row_id="r9")])
+        headers = [("format", b"batch-1")]
 
     logged = kafka.logged_from_record(Record())
-    assert logged.position == 42 and logged.event == doc
-    assert logged.appended_at == datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=UTC)
+    assert [e.position for e in logged] == [42 * span - 2, 42 * span - 1, 42 * span]
+    assert [e.event for e in logged[:2]] == [doc, run]
+    assert logged[0].appended_at == datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=UTC)
+    # A checkpoint inside the record keeps only the events after it; one elsewhere keeps them all.
+    assert [e.position for e in kafka.logged_from_record(Record(), 42 * span - 2)] == [42 * span - 1, 42 * span]
+    assert len(kafka.logged_from_record(Record(), 50 * span)) == 3
+
+    class OldRecord(Record):  # the previous adapter's format: one bare event per record
+        value, headers = doc.model_dump_json().encode(), [("type", b"document_observed")]
+
+    with pytest.raises(BackendUnavailable, match="offset 41 has no format header"):
+        kafka.logged_from_record(OldRecord())
+
+    class NewerRecord(Record):
+        headers = [("format", b"batch-2")]
+
+    with pytest.raises(BackendUnavailable, match="format 'batch-2'"):
+        kafka.logged_from_record(NewerRecord())
 
 
 def test_row_store_redo_record_round_trips_and_bulk_is_idempotent():
@@ -154,9 +182,11 @@ def test_row_store_redo_record_round_trips_and_bulk_is_idempotent():
     record = json.loads(json.dumps(encode_batch(mutations, skipped, 4)))
     assert decode_batch(record) == (mutations, skipped, 4)
     ops = batch_operations("rows", mutations, skipped)
-    assert ops[0] == {"index": {"_index": "rows", "_id": row.row_id}}
+    # The row's version is the position of its state: ES keeps the higher of two (a replay is a 409).
+    assert ops[0] == {"index": {"_index": "rows", "_id": row.row_id, "version": 3, "version_type": "external"}}
     assert ops[2] == {"create": {"_index": "rows-history", "_id": f"{row.row_id}:3"}}
     assert ops[4] == {"create": {"_index": "rows-skipped", "_id": "r7:4"}}
-    assert es.bulk_failures({"errors": True, "items": [{"create": {"_id": "a", "status": 409}},
+    conflict = {"type": es.VERSION_CONFLICT, "reason": "version conflict, current version [5] is higher"}
+    assert es.bulk_failures({"errors": True, "items": [{"create": {"_id": "a", "status": 409, "error": conflict}},
                                                        {"index": {"_id": "b", "status": 400, "error": {"reason": "bad"}}}]},
-                            frozenset({409})) == ["index b: HTTP 400: bad"]
+                            conflicts_ok=True) == ["index b: HTTP 400: bad"]

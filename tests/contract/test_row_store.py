@@ -192,3 +192,79 @@ def test_versions_of_reads_threads_and_named_rows_in_one_call_with_state_at_know
     before = {f.row_id: f for f in store.versions_of("t", ["th"], known_at=T0 + timedelta(days=9))}
     assert (before["r1"].superseded_by, before["r1"].state) == (None, "active")
     assert store.versions_of("t", [], []) == []
+
+
+def test_thread_limit_keeps_the_latest_rows_the_readers_may_read(store):
+    day = timedelta(days=1)
+    rows = [make_row(1, event_time=T0 + 10 * day), make_row(2, event_time=None), make_row(3, event_time=T0),
+            make_row(4, event_time=T0 + 20 * day, acl=["finance"]), make_row(5, event_time=T0 + 5 * day),
+            make_row(6, tenant="u")]
+    store.apply([observed(r) for r in rows], [], 6)
+
+    def ids(**kw):
+        return [r.row_id for r in store.thread("t", "th", **kw)]
+
+    assert ids() == ["r3", "r5", "r1", "r4", "r2"]
+    assert ids(limit=2) == ["r4", "r2"]  # the end of the thread, still in date order
+    # A row the readers may not read is never counted against the limit (nor shown).
+    assert ids(readers=frozenset({"eng"}), limit=2) == ["r1", "r2"]
+    assert ids(readers=frozenset({"eng"})) == ["r3", "r5", "r1", "r2"]
+    assert ids(readers=frozenset({"finance"}), limit=10) == ["r3", "r5", "r1", "r4", "r2"]
+    assert [r.row_id for r in store.thread("u", "th")] == ["r6"]
+
+
+def test_a_row_state_from_an_earlier_position_never_replaces_a_later_one(store):
+    from services.core.write_rules import author_scope, content_hash
+
+    # A stalled indexer that wakes after another has moved the row on writes its older batch.
+    r1 = make_row(1, text="Remote days: 3")
+    archived = r1.model_copy(update={"state": "archived", "superseded_by": "r2"})
+    store.apply([observed(r1)], [], 1)
+    store.apply([observed(archived, "archived", position=5)], [], 5)
+    store.apply([observed(r1)], [], 1)
+    store.apply([observed(r1.model_copy(update={"acl": ["finance"]}), "restored", position=3)], [], 3)
+    assert store.get("r1") == archived and store.applied_position() == 5  # neither state nor checkpoint went back
+    assert store.find_active_text("t", author_scope("alice"), content_hash("Remote days: 3")) is None
+    assert store.recent(Scope("t", readers=frozenset({"finance"})), [], 5) == []
+    # A later state still replaces it, in the same batch as an earlier step too.
+    restored = archived.model_copy(update={"state": "active", "superseded_by": None})
+    store.apply([observed(archived, "archived", position=5), observed(restored, "restored", position=8)], [], 8)
+    assert store.get("r1") == restored and store.applied_position() == 8
+
+
+def test_a_sqlite_row_erased_since_is_not_written_back_by_an_older_batch(tmp_path):
+    from services.adapters.row_store.sqlite import SqliteRowStore
+
+    store = SqliteRowStore(tmp_path / "rows.sqlite")
+    try:
+        r1 = make_row(1)
+        store.apply([observed(r1)], [], 1)
+        assert store.erase("t", ["r1"], 4) == ["r1"]
+        store.apply([observed(r1)], [], 1)  # the stalled writer's batch, from before the erasure
+        assert store.get("r1") is None and store.history("r1") == [] and store.in_scope(Scope("t")) == []
+        assert store.skipped("r1").reason == "erased" and store.applied_position() == 4
+    finally:
+        store.close()
+
+
+def test_a_sqlite_store_from_before_state_positions_gains_them(tmp_path):
+    import sqlite3
+
+    from services.adapters.row_store.sqlite import SqliteRowStore
+
+    store = SqliteRowStore(tmp_path / "rows.sqlite")
+    r1, r2 = make_row(1), make_row(2)
+    store.apply([observed(r1), observed(r2)], [], 2)
+    store.apply([observed(r1.model_copy(update={"state": "archived"}), "archived", position=6)], [], 6)
+    store.close()
+    conn = sqlite3.connect(tmp_path / "rows.sqlite")  # the rows table as it was, without the column
+    conn.executescript("ALTER TABLE rows DROP COLUMN state_position;")
+    conn.close()
+    store = SqliteRowStore(tmp_path / "rows.sqlite")
+    try:
+        store.apply([observed(r1, "restored", position=4)], [], 4)  # older than its archived step
+        store.apply([observed(r2.model_copy(update={"state": "archived"}), "archived", position=7)], [], 7)
+        assert store.get("r1").state == "archived" and store.get("r2").state == "archived"
+        assert store.applied_position() == 7
+    finally:
+        store.close()

@@ -28,6 +28,7 @@ from services.adapters.vector._payload import (
     point_id,
 )
 from services.adapters.vector.qdrant_edge import CARRYING_MARKER, QdrantEdgeVectorIndex
+from services.adapters.vector.qdrant_edge_tiers import TieredEdgeVectorIndex
 from services.adapters.vector.qdrant_server import QdrantServerVectorIndex
 from services.core.scope import Scope, admits
 from services.errors import BackendUnavailable, InvalidVectors, OrgmemError
@@ -64,6 +65,25 @@ def _edge(tmp_path: Path) -> Backend:
     return Backend(lambda: QdrantEdgeVectorIndex(tmp_path / "edge", DIM))
 
 
+def _edge_tiered(tmp_path: Path) -> Backend:
+    return Backend(lambda: TieredEdgeVectorIndex(tmp_path / "tiered", DIM))
+
+
+class SealedAfterEachUpsert(TieredEdgeVectorIndex):
+    """A tiered index whose rows go into the sealed graph shard after every upsert (a build in a
+    child process each time), so that later writes meet rows in both tiers."""
+
+    def upsert(self, rows, vectors, positions=None):
+        try:
+            super().upsert(rows, vectors, positions)
+        finally:
+            self.optimize()
+
+
+def _edge_sealing(tmp_path: Path) -> Backend:
+    return Backend(lambda: SealedAfterEachUpsert(tmp_path / "sealing", DIM))
+
+
 def _server_local(tmp_path: Path) -> Backend:
     return Backend(lambda: QdrantServerVectorIndex(QdrantClient(path=str(tmp_path / "qdrant")), "rows", DIM))
 
@@ -81,7 +101,8 @@ def _server_remote(tmp_path: Path) -> Backend:
     return Backend(lambda: QdrantServerVectorIndex(QdrantClient(url=url), collection, DIM), drop)
 
 
-@pytest.fixture(params=[_edge, _server_local, _server_remote], ids=["edge", "server-local", "server-remote"])
+@pytest.fixture(params=[_edge, _edge_tiered, _edge_sealing, _server_local, _server_remote],
+                ids=["edge", "edge-tiered", "edge-sealing", "server-local", "server-remote"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     made = request.param(tmp_path)
     yield made

@@ -69,7 +69,8 @@ def test_readyz_and_metrics_name_a_log_behind_the_projections(memory, lost_log, 
     memory.ingest(docs(5, "before"))
     memory.catch_up()
     rewound_memory = SimpleNamespace(head=lost_log.head, applied=memory.applied, problems={},
-                                     counts=memory.counts)
+                                     counts=memory.counts, backlog=lambda head: lost_log.backlog(memory.applied, head),
+                                     vector_status=lambda: None)
     state = SimpleNamespace(settings=settings, memory=rewound_memory, parts=SimpleNamespace(disk=None),
                             indexer=SimpleNamespace(is_alive=lambda: True, paused=False, errors=0))
     response = Response()

@@ -49,7 +49,8 @@ def _corrupt_meta(projections: Path) -> None:
 
 
 def _corrupt_segment(projections: Path) -> None:
-    segments = [p for p in (projections / "vectors" / "segments").iterdir() if p.is_dir()]
+    # Every shard of the tiered index (vectors/<shard>/segments/<segment>).
+    segments = [p for p in (projections / "vectors").glob("*/segments/*") if p.is_dir()]
     assert segments, "no Qdrant segment found"
     for segment in segments:  # the segment's own files: its config, id tracker, vector storage
         for path in segment.iterdir():

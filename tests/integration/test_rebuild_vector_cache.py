@@ -35,6 +35,8 @@ def filled(settings):
 
 
 def rebuild_counting(settings, monkeypatch) -> int:
+    # In process, where the counter sees every text (encoder processes would encode the backlog).
+    settings = settings.model_copy(update={"embedder": settings.embedder.model_copy(update={"encoder_processes": 1})})
     encoded: list[int] = []
     real = components.embedder_for
     monkeypatch.setattr(components, "embedder_for",

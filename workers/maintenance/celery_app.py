@@ -161,7 +161,12 @@ def health(self) -> dict:
 
 @app.task(name="orgmem.rebuild", bind=True, **RETRY)
 def rebuild(self) -> dict:
-    """Drop every projection and replay the log (cluster: the indexers replay; this task waits)."""
+    """Replay the log into fresh projections. Cluster: beside the live ones, which keep serving,
+    then switched to (docs/cluster.md, "Rebuild without downtime"); embedded: in place."""
+    settings = Settings()
+    if settings.profile == "cluster":
+        stats, counts = bootstrap.rebuild_cluster_beside(settings, progress=_replay_progress(self))
+        return {"events": stats.events, **counts}
     memory = worker_memory()
     stats = memory.rebuild(progress=_replay_progress(self))
     return {"events": stats.events, **memory.stats()}

@@ -4,73 +4,123 @@ One topic with ONE partition. The projection's write-path rules (an exact repeat
 row in the same author scope adds no row; a repeated source adds nothing) compare each document
 with every earlier one of its tenant, so they need one order over the whole log; with several
 partitions two indexers would race on the same decision and a replay could decide differently.
-One partition gives that total order, and the position is simply `offset + 1` (0 = empty log),
-an integer the API hands out for read-your-writes and the projections store as their checkpoint.
-Events are still keyed by row id (or run id), so per-row order would survive a partitioned
-layout and tools can follow a row. Indexers scale out as hot standbys of one consumer group; see
-docs/cluster.md for why the projector is scaled up (batch, threads) rather than out.
+Indexers scale out as hot standbys of one consumer group; see docs/cluster.md for why the
+projector is scaled up (batch, threads) rather than out.
 
-Durability: the producer is idempotent with acks=all and unbounded retries, and each append is
-one Kafka transaction, so a batch is in the log whole or not at all; readers use
-read_committed. The topic is created with infinite retention (the log is the record), delete
-(never compact) clean-up, and LogAppendTime timestamps, so that transaction time follows
-position order as `known_at` requires.
+One appended batch is ONE Kafka record: its value is the JSON array of the batch's events, with
+the header `format: batch-1` (the envelope's version). A record is written, replicated and read
+whole, so a batch is in the log whole or not at all with no Kafka transaction. The producer is idempotent (acks=all, retries within the delivery timeout, no
+transactional id). Readers use read_uncommitted: orgmem writes no transactions, so on a faithful
+broker it reads the same as read_committed, and it reads up to the high watermark, which no open
+transaction holds back — under read_committed another producer's open transaction on the topic
+holds the last stable offset back, and a position just handed out would read as past the head.
+
+Positions: the event at index i of the n events of the record at offset o is at position
+(o + 1) * SPAN - (n - 1 - i), SPAN = 2**16: a record's last event sits at (o + 1) * SPAN, so
+positions strictly increase in log order, are never reused, the head is `end offset * SPAN`
+without reading a record, and the event after position p is in the record at offset p // SPAN
+(the next one when p ends a record). A checkpoint can end inside a record when a reader's batch
+splits one: reading after p drops that record's events at or below p. A record holds at most SPAN
+events; positions stay below 2**53 (exact in the web console's JavaScript) for 2**37 records.
+
+Size: a request of limits.max_body_bytes, sealed, must fit one record; the topic is created with
+`max.message.bytes` of `cluster.kafka_max_record_bytes` plus the envelope, the producer's
+max_request_size matches, and a larger batch is refused as `TooLarge` (413) before it is sent.
+
+A record without the envelope header — written by the previous adapter (one record per event, in
+transactions) or by another producer — is refused with a clear error, never guessed at: read
+uncommitted, that format's aborted records would look committed. The topic is created with
+infinite retention (the log is the record), delete (never compact) clean-up, and LogAppendTime
+timestamps, so that transaction time follows position order as `known_at` requires.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
-from schemas.events import Event, LoggedEvent, event_from_json, event_to_json
-from services.errors import BackendUnavailable, OrgmemError
+from pydantic import TypeAdapter, ValidationError
+
+from schemas.events import Event, LoggedEvent, event_to_json
+from services.errors import BackendUnavailable, Invalid, OrgmemError, TooLarge
 
 log = logging.getLogger(__name__)
 
 COMPONENT = "event log (Kafka)"
 PARTITION = 0
+SPAN = 2**16  # positions per record: a record holds at most SPAN events
+FORMAT_HEADER, BATCH_FORMAT = "format", b"batch-1"
+ENVELOPE_ROOM = 64 * 1024  # record batch header, key and headers, over the value's own bytes
+_EVENTS = TypeAdapter(list[Event])
 
 
-def topic_configs(min_insync_replicas: int | None = None) -> dict[str, str]:
+def topic_configs(max_record_bytes: int, min_insync_replicas: int | None = None) -> dict[str, str]:
     configs = {
         "retention.ms": "-1",  # keep every event forever: the log is the only source of truth
         "retention.bytes": "-1",
-        "cleanup.policy": "delete",  # never compact: compaction would drop all but a key's last event
+        "cleanup.policy": "delete",  # never compact: compaction would drop all but a key's last record
         "message.timestamp.type": "LogAppendTime",  # the broker stamps transaction time in log order
+        "max.message.bytes": str(max_record_bytes + ENVELOPE_ROOM),  # one record is one whole batch
     }
     if min_insync_replicas:
         configs["min.insync.replicas"] = str(min_insync_replicas)
     return configs
 
 
-def position_of(offset: int) -> int:
-    return offset + 1
+def position_of(offset: int, index: int, count: int) -> int:
+    """Event `index` of the `count` events of the record at `offset`; the last is (offset + 1) * SPAN."""
+    return (offset + 1) * SPAN - (count - 1 - index)
 
 
 def offset_after(position: int) -> int:
-    """The first offset holding an event with a position greater than `position`."""
+    """The offset of the record that holds the first event with a position greater than `position`."""
     if position < 0:
         raise OrgmemError(f"after: a log position is >= 0, got {position}")
-    return position
+    return position // SPAN
 
 
-def event_key(event: Event) -> bytes:
-    key = getattr(event, "row_id", None) or getattr(event, "run_id", None) or event.tenant
-    return str(key).encode("utf-8")
+def encode_batch(events: Sequence[Event]) -> bytes:
+    return b"[" + b",".join(event_to_json(e).encode("utf-8") for e in events) + b"]"
 
 
-def logged_from_record(record) -> LoggedEvent:
-    return LoggedEvent(
-        position=position_of(record.offset),
-        appended_at=datetime.fromtimestamp(record.timestamp / 1000, tz=UTC),
-        event=event_from_json(record.value),
-    )
+def batch_key(events: Sequence[Event]) -> bytes:
+    """The record's key: its tenant (a request's batch has one), the unit a partitioned log would split by."""
+    return events[0].tenant.encode("utf-8")
+
+
+def batch_of(record) -> list[Event]:
+    """The events of one record; a record in any other format is refused, never guessed at."""
+    found = dict(record.headers or []).get(FORMAT_HEADER)
+    if found != BATCH_FORMAT:
+        written = (f"format {found.decode(errors='replace')!r}, which this orgmem does not read" if found
+                   else "no format header: one event per record in Kafka transactions (the previous adapter's "
+                        "format) or another producer's record")
+        raise BackendUnavailable(COMPONENT, f"the record at offset {record.offset} has {written}; orgmem reads "
+                                            f"only {BATCH_FORMAT.decode()} batches from this topic (docs/cluster.md)")
+    try:
+        events = _EVENTS.validate_json(record.value)
+    except ValidationError as exc:
+        raise BackendUnavailable(COMPONENT, f"the batch at offset {record.offset} does not decode: {exc}") from exc
+    if not 0 < len(events) <= SPAN:
+        raise BackendUnavailable(COMPONENT, f"the batch at offset {record.offset} holds {len(events)} events")
+    return events
+
+
+def logged_from_record(record, after: int = 0) -> list[LoggedEvent]:
+    """The record's events with their positions, less those at or below `after` in the record that
+    `after` points into (a checkpoint inside a record). A record elsewhere is passed on whole, so
+    a log that hands out old positions again still shows them (the indexer stops on it)."""
+    events = batch_of(record)
+    at = datetime.fromtimestamp(record.timestamp / 1000, tz=UTC)
+    logged = [LoggedEvent(position=position_of(record.offset, i, len(events)), appended_at=at, event=e)
+              for i, e in enumerate(events)]
+    if record.offset == offset_after(after):
+        logged = [e for e in logged if e.position > after]
+    return logged
 
 
 @contextmanager
@@ -88,6 +138,10 @@ def driver_errors(action: str) -> Iterator[None]:
         raise
     except unreachable as exc:
         raise BackendUnavailable(COMPONENT, f"{action}: {exc}") from exc
+    except kafka_errors.MessageSizeTooLargeError as exc:
+        raise TooLarge(f"{COMPONENT}: {action}: the broker refused the batch as too large ({exc}); the topic's "
+                       "max.message.bytes and the brokers' message.max.bytes and replica.fetch.max.bytes must "
+                       "allow cluster.kafka_max_record_bytes (docs/cluster.md)") from exc
     except kafka_errors.KafkaError as exc:
         if getattr(exc, "retriable", False):
             raise BackendUnavailable(COMPONENT, f"{action}: {exc}") from exc
@@ -96,15 +150,13 @@ def driver_errors(action: str) -> Iterator[None]:
 
 class KafkaEventLog:
     def __init__(self, bootstrap: str, topic: str, *, replication_factor: int = 1,
-                 min_insync_replicas: int | None = None, transactional_id: str | None = None,
+                 min_insync_replicas: int | None = None, max_record_bytes: int = 64 * 1024 * 1024,
                  client_id: str = "orgmem", create_topic: bool = True, timeout_ms: int = 30_000):
         if not bootstrap:
             raise OrgmemError("cluster.kafka_bootstrap: required for the Kafka event log")
         self.bootstrap = [b.strip() for b in bootstrap.split(",") if b.strip()]
         self.topic, self.client_id, self.timeout_ms = topic, client_id, timeout_ms
-        # Unique per process: a transactional id names one live producer (a restart with the
-        # same id would fence the previous incarnation, which is what we want for a restart).
-        self.transactional_id = transactional_id or f"orgmem-{socket.gethostname()}-{os.getpid()}"
+        self.max_record_bytes = max_record_bytes
         self._producer = None
         self._reader = None
         self._append_lock, self._read_lock = threading.Lock(), threading.Lock()
@@ -117,6 +169,7 @@ class KafkaEventLog:
             cluster.kafka_bootstrap or "", cluster.kafka_topic,
             replication_factor=getattr(cluster, "kafka_replication_factor", 1),
             min_insync_replicas=getattr(cluster, "kafka_min_insync_replicas", None),
+            max_record_bytes=getattr(cluster, "kafka_max_record_bytes", 64 * 1024 * 1024),
             timeout_ms=getattr(cluster, "kafka_timeout_ms", 10_000),
         )
 
@@ -126,13 +179,14 @@ class KafkaEventLog:
         from kafka import KafkaAdminClient
         from kafka.errors import TopicAlreadyExistsError
 
+        configs = topic_configs(self.max_record_bytes, min_insync_replicas)
         with driver_errors(f"create topic {self.topic}"):
             admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=f"{self.client_id}-admin",
                                      request_timeout_ms=self.timeout_ms, bootstrap_timeout_ms=self.timeout_ms)
             try:
                 try:
                     admin.create_topics({self.topic: {"num_partitions": 1, "replication_factor": replication_factor,
-                                                      "configs": topic_configs(min_insync_replicas)}},
+                                                      "configs": configs}},
                                         wait_for_metadata=True)
                     log.info("created topic %s (1 partition, infinite retention)", self.topic)
                 except TopicAlreadyExistsError:
@@ -148,61 +202,60 @@ class KafkaEventLog:
 
     # -- writes -----------------------------------------------------------------------------
 
+    def _delivery_timeout_ms(self) -> int:
+        return max(self.timeout_ms, 5_000) + 1_000
+
     def _producer_ready(self):
         if self._producer is None:
             from kafka import KafkaProducer
 
             with driver_errors("start producer"):
-                producer = KafkaProducer(
+                self._producer = KafkaProducer(
                     bootstrap_servers=self.bootstrap, client_id=self.client_id, acks="all",
-                    enable_idempotence=True, transactional_id=self.transactional_id,
+                    enable_idempotence=True,  # a retried send is written once; no transactional id
                     # Every blocking step is bounded by the adapter's timeout, so a dead broker answers
                     # BackendUnavailable (503) in `timeout_ms`, not after kafka-python's 60 + 120 s.
-                    retries=2**31 - 1, delivery_timeout_ms=max(self.timeout_ms, 5_000) + 1_000,
+                    retries=2**31 - 1, delivery_timeout_ms=self._delivery_timeout_ms(),
                     request_timeout_ms=max(self.timeout_ms, 5_000), max_block_ms=self.timeout_ms,
                     bootstrap_timeout_ms=self.timeout_ms, max_in_flight_requests_per_connection=5,
-                    linger_ms=5, compression_type="gzip", max_request_size=16 * 1024 * 1024,
+                    linger_ms=0, compression_type="gzip", max_request_size=self.max_record_bytes + ENVELOPE_ROOM,
                 )
-                producer.init_transactions()
-            self._producer = producer
         return self._producer
 
     def append(self, events: Sequence[Event]) -> list[LoggedEvent]:
-        """One transaction per batch: acknowledged = replicated to min.insync.replicas, whole."""
+        """One record per batch: acknowledged = replicated to min.insync.replicas, whole."""
         if not events:
             return []
-        bodies = [(event_key(e), event_to_json(e).encode("utf-8"), e) for e in events]
+        if len(events) > SPAN:
+            raise Invalid(f"{COMPONENT}: a batch holds at most {SPAN} events, got {len(events)}; append it in parts")
+        value = encode_batch(events)
+        if len(value) > self.max_record_bytes:
+            raise TooLarge(f"{COMPONENT}: the batch of {len(events)} events is {len(value)} bytes as a log record, "
+                           f"over cluster.kafka_max_record_bytes ({self.max_record_bytes}); send fewer or smaller "
+                           "documents at a time")
         with self._append_lock:
             producer = self._producer_ready()
-            with driver_errors("append"):
-                producer.begin_transaction()
-                try:
-                    futures = [
-                        producer.send(self.topic, key=key, value=value, partition=PARTITION,
-                                      headers=[("type", e.type.encode()), ("tenant", e.tenant.encode())])
-                        for key, value, e in bodies
-                    ]
-                    producer.commit_transaction()  # flushes; raises if any record failed
-                    metadata = [f.get(timeout=self.timeout_ms / 1000) for f in futures]
-                except BaseException:
-                    self._abort(producer)
-                    raise
-        return [
-            LoggedEvent(position=position_of(m.offset),
-                        appended_at=datetime.fromtimestamp(m.timestamp / 1000, tz=UTC), event=e)
-            for m, (_, _, e) in zip(metadata, bodies, strict=True)
-        ]
-
-    def _abort(self, producer) -> None:
-        try:
-            producer.abort_transaction()
-        except Exception:  # a fatal producer state: start a fresh producer next time
-            log.exception("aborting the Kafka transaction failed; restarting the producer")
-            self._producer = None
             try:
-                producer.close(timeout=5)
-            except Exception:
-                pass
+                with driver_errors("append"):
+                    future = producer.send(self.topic, key=batch_key(events), value=value, partition=PARTITION,
+                                           headers=[(FORMAT_HEADER, BATCH_FORMAT)])
+                    metadata = future.get(timeout=self._delivery_timeout_ms() / 1000 + 1)
+            except BaseException:
+                self._restart_producer()
+                raise
+        at = datetime.fromtimestamp(metadata.timestamp / 1000, tz=UTC)
+        return [LoggedEvent(position=position_of(metadata.offset, i, len(events)), appended_at=at, event=e)
+                for i, e in enumerate(events)]
+
+    def _restart_producer(self) -> None:
+        # After a failed send an idempotent producer's sequence numbers may be out of step with the
+        # broker's; appends are serialised, so nothing else is in flight: start afresh next time.
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            try:
+                producer.close(timeout=1)
+            except Exception:  # closing is best effort
+                log.exception("closing the Kafka producer failed")
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -211,7 +264,7 @@ class KafkaEventLog:
 
         return KafkaConsumer(
             bootstrap_servers=self.bootstrap, client_id=self.client_id, enable_auto_commit=False,
-            isolation_level="read_committed", auto_offset_reset="earliest",
+            isolation_level="read_uncommitted", auto_offset_reset="earliest",
             request_timeout_ms=max(self.timeout_ms, 31_000), bootstrap_timeout_ms=self.timeout_ms, **extra,
         )
 
@@ -231,7 +284,7 @@ class KafkaEventLog:
         tp = TopicPartition(self.topic, PARTITION)
         with self._read_lock, driver_errors("read"):
             reader = self._reader_ready()
-            end = reader.end_offsets([tp])[tp]  # the last stable offset under read_committed
+            end = reader.end_offsets([tp])[tp]  # the high watermark: every acknowledged record
             offset = offset_after(after)
             if offset >= end or limit <= 0:
                 return []
@@ -240,35 +293,27 @@ class KafkaEventLog:
             deadline = time.monotonic() + self.timeout_ms / 1000
             while len(found) < limit and reader.position(tp) < end:
                 if time.monotonic() > deadline:
-                    raise BackendUnavailable(COMPONENT, f"read: no progress from offset {offset} to {end}")
-                batch = reader.poll(timeout_ms=500, max_records=limit - len(found)).get(tp, [])
-                found += [logged_from_record(r) for r in batch]
+                    raise BackendUnavailable(COMPONENT, f"read: no progress at offset {reader.position(tp)} "
+                                                        f"of {end} in {self.timeout_ms} ms")
+                # One record at a time: a record can hold up to SPAN events, and only `limit` are wanted.
+                for record in reader.poll(timeout_ms=500, max_records=1).get(tp, []):
+                    found += logged_from_record(record, after)
+                    deadline = time.monotonic() + self.timeout_ms / 1000
             return found[:limit]
 
     def head(self) -> int:
-        """Position of the last committed event (0 for an empty log). The end offset is not
-        it: transaction markers take offsets too, so the last event is found by reading back."""
+        """Position of the last appended event (0 for an empty log): the last record's last event
+        is at `end offset * SPAN`, so no record is read."""
         from kafka import TopicPartition
 
         tp = TopicPartition(self.topic, PARTITION)
         with self._read_lock, driver_errors("head"):
-            reader = self._reader_ready()
-            end = reader.end_offsets([tp])[tp]
-            start = reader.beginning_offsets([tp])[tp]
-            window = 16
-            while end > start:
-                begin = max(start, end - window)
-                reader.seek(tp, begin)
-                last = None
-                while reader.position(tp) < end:
-                    for record in reader.poll(timeout_ms=500).get(tp, []):
-                        last = record.offset
-                if last is not None:
-                    return position_of(last)
-                if begin == start:
-                    break
-                window *= 4  # only markers and aborted records in the window: look further back
-            return 0
+            return self._reader_ready().end_offsets([tp])[tp] * SPAN
+
+    def backlog(self, after: int, head: int) -> int:
+        """Records (appended batches) not wholly applied: positions leave gaps, so `head - after`
+        would count 65,536 per batch."""
+        return head // SPAN - offset_after(after)
 
     def subscribe(self, group_id: str, checkpoint: Callable[[], int], max_poll_records: int = 256,
                   max_poll_interval_ms: int = 600_000) -> KafkaSubscription:
@@ -290,7 +335,8 @@ class KafkaSubscription:
 
     The projections' own checkpoint (in the row store) decides where reading starts, not the
     group's committed offset: on every assignment the consumer seeks to `checkpoint()`. Offsets
-    are still committed after each applied batch, so `kafka-consumer-groups` shows the lag."""
+    are still committed after each applied batch, so `kafka-consumer-groups` shows the lag.
+    A poll hands out at most `max_records` events; the rest of a record waits for the next poll."""
 
     def __init__(self, event_log: KafkaEventLog, group_id: str, checkpoint: Callable[[], int],
                  max_poll_records: int, max_poll_interval_ms: int):
@@ -298,17 +344,20 @@ class KafkaSubscription:
 
         self.tp = TopicPartition(event_log.topic, PARTITION)
         self._checkpoint = checkpoint
+        self._after = 0  # the position last sought to: its record's events up to it are dropped
+        self._pending: list[LoggedEvent] = []
         subscription = self
 
         class _Listener(ConsumerRebalanceListener):
             def on_partitions_revoked(self, revoked):
                 log.info("indexer: partitions revoked: %s", revoked)
+                subscription._pending = []
 
             def on_partitions_assigned(self, assigned):
                 for tp in assigned:
                     position = subscription._checkpoint()
                     log.info("indexer: assigned %s; resuming after position %d", tp, position)
-                    subscription.consumer.seek(tp, offset_after(position))
+                    subscription._seek_consumer(position)
 
         with driver_errors(f"join consumer group {group_id}"):
             self.consumer = event_log._consumer(
@@ -317,21 +366,35 @@ class KafkaSubscription:
             )
             self.consumer.subscribe([event_log.topic], listener=_Listener())
 
+    def _seek_consumer(self, position: int) -> None:
+        self.consumer.seek(self.tp, offset_after(position))
+        self._after, self._pending = position, []
+
     def assigned(self) -> bool:
         return self.tp in self.consumer.assignment()
 
     def poll(self, max_records: int, timeout_s: float) -> list[LoggedEvent]:
+        deadline = time.monotonic() + timeout_s
         with driver_errors("poll"):
-            batches = self.consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
-        return [logged_from_record(r) for r in batches.get(self.tp, [])]
+            while len(self._pending) < max_records:
+                # Wait only while nothing is in hand; then take what is already fetched.
+                wait_s = 0.0 if self._pending else max(0.0, deadline - time.monotonic())
+                records = self.consumer.poll(timeout_ms=int(wait_s * 1000), max_records=1).get(self.tp, [])
+                if not records:
+                    break
+                for record in records:
+                    self._pending += logged_from_record(record, self._after)
+        handed, self._pending = self._pending[:max_records], self._pending[max_records:]
+        return handed
 
     def seek(self, position: int) -> None:
         if self.assigned():
             with driver_errors("seek"):
-                self.consumer.seek(self.tp, offset_after(position))
+                self._seek_consumer(position)
 
     def commit(self, position: int) -> None:
-        """Record that every event up to `position` is applied (the next offset to read)."""
+        """Record that every event up to `position` is applied: the next offset to read is that of
+        the record holding the next event (the same record while it is applied in part)."""
         from kafka import OffsetAndMetadata
 
         with driver_errors("commit"):

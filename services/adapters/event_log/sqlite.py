@@ -128,6 +128,9 @@ class SqliteEventLog:
             value = self._conn.execute("SELECT MAX(position) FROM events").fetchone()[0]
         return int(value or 0)
 
+    def backlog(self, after: int, head: int) -> int:
+        return head - after  # positions are dense: one per event
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()

@@ -15,8 +15,6 @@ opened (`expires_at`, `pending`); their keys keep working.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import secrets
 import threading
@@ -31,19 +29,13 @@ from services.adapters.sqlite_common import (
     rollback_quietly,
     translated,
 )
-from services.core.keys import (
-    ROLES,
-    TOKEN_PREFIX,
-    ApiKey,
-    check_expiry,
-    check_name,
-    key_id_of,
-)
+from services.adapters.key_store.common import SCRYPT as _SCRYPT
+from services.adapters.key_store.common import VerifiedTokens, checked_actor, checked_request
+from services.adapters.key_store.common import hash_secret as _hash
+from services.core.keys import TOKEN_PREFIX, ApiKey, key_id_of
 from services.errors import KeyRequestError
 
 COMPONENT = "key store (sqlite)"
-_SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
-_CACHE_LIMIT = 10_000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS api_keys (
@@ -59,10 +51,6 @@ CREATE INDEX IF NOT EXISTS api_keys_tenant ON api_keys(tenant, created_at);
 _ADDED = {"expires_at": "TEXT", "pending": "INTEGER NOT NULL DEFAULT 0"}
 
 
-def _hash(secret: str, salt: bytes) -> bytes:
-    return hashlib.scrypt(secret.encode("utf-8"), salt=salt, maxmem=64 * 1024 * 1024, **_SCRYPT)
-
-
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -72,7 +60,7 @@ class SqliteKeyStore:
         self.path = Path(path)
         self._conn = open_with_schema(self.path, _SCHEMA, COMPONENT)  # created 0600 (sqlite_common)
         self._lock = threading.Lock()
-        self._verified: dict[bytes, bytes] = {}
+        self._verified = VerifiedTokens()
         self._migrate()
 
     def _migrate(self) -> None:
@@ -112,21 +100,11 @@ class SqliteKeyStore:
                pending: bool = False) -> tuple[ApiKey, str]:
         """A new key and its token. The token is returned here and never again. pending: the key
         does not verify, and is not listed, until `activate(key_id)`."""
-        check_name("tenant", tenant)
-        check_name("principal", principal)
-        for group in groups:
-            check_name("groups", group)
-        if role not in ROLES:
-            raise KeyRequestError(f"role: {role!r} is not one of {', '.join(ROLES)}")
-        if unrestricted and role != "admin":
-            raise KeyRequestError("unrestricted: only an admin key may read past access lists")
-        if len(name) > 200:
-            raise KeyRequestError("name: at most 200 characters")
         now = _now()
-        expires_at = check_expiry(expires_at, now)
+        groups, expires_at = checked_request(tenant, principal, role, groups, name, unrestricted, expires_at, now)
+        checked_actor(actor)
         key_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
         salt = secrets.token_bytes(16)
-        groups = tuple(dict.fromkeys(groups))
         digest = _hash(secret, salt)
         with self._lock, translated(COMPONENT):
             self._conn.execute(
@@ -140,18 +118,22 @@ class SqliteKeyStore:
 
     def activate(self, key_id: str) -> None:
         """A pending key starts to verify."""
-        if not self._update("UPDATE api_keys SET pending = 0 WHERE key_id = ? AND pending = 1", (key_id,)):
+        if not isinstance(key_id, str) or not self._update(
+                "UPDATE api_keys SET pending = 0 WHERE key_id = ? AND pending = 1", (key_id,)):
             raise KeyRequestError(f"key_id: no pending key {key_id!r}")
 
     def discard(self, key_id: str) -> None:
         """Delete a pending key (its creation failed before it was activated); active keys stay."""
-        self._update("DELETE FROM api_keys WHERE key_id = ? AND pending = 1", (key_id,))
+        if isinstance(key_id, str):
+            self._update("DELETE FROM api_keys WHERE key_id = ? AND pending = 1", (key_id,))
 
     def _update(self, sql: str, args: tuple) -> int:
         with self._lock, translated(COMPONENT):
             return self._conn.execute(sql, args).rowcount
 
     def get(self, key_id: str) -> ApiKey | None:
+        if not isinstance(key_id, str):
+            return None
         rows = self._query(f"SELECT {self._COLUMNS} FROM api_keys WHERE key_id = ? AND pending = 0", (key_id,))
         return self._key(rows[0]) if rows else None
 
@@ -174,6 +156,7 @@ class SqliteKeyStore:
 
     def revoke(self, key_id: str, actor: str, tenant: str | None = None) -> ApiKey:
         """Revoke a key (of `tenant`, when given: a tenant's admin cannot see other tenants' keys)."""
+        checked_actor(actor)
         key = self.get(key_id)
         if key is None or (tenant is not None and key.tenant != tenant):
             raise KeyRequestError(f"key_id: no key {key_id!r}")
@@ -195,17 +178,8 @@ class SqliteKeyStore:
         salt, stored, revoked_at, expires_at, pending = rows[0]
         if pending or revoked_at is not None or (expires_at is not None and decode_time(expires_at) <= _now()):
             return None
-        fingerprint = hashlib.sha256(token.encode("utf-8")).digest()
-        cached = self._verified.get(fingerprint)
-        if cached is None or not hmac.compare_digest(cached, stored):
-            if cached_only:
-                return None
-            secret = token[len(TOKEN_PREFIX) + 13:]
-            if not hmac.compare_digest(_hash(secret, salt), stored):
-                return None
-            if len(self._verified) >= _CACHE_LIMIT:
-                self._verified.clear()
-            self._verified[fingerprint] = stored
+        if not self._verified.matches(token, salt, stored, cached_only):
+            return None
         return self.get(key_id)
 
     def close(self) -> None:

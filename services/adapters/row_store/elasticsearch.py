@@ -11,6 +11,12 @@ that finds a batch left pending (its predecessor died half-way) finishes it befo
 else, so the write-path rules never read a half-applied batch. Every checkpoint write is
 conditional on the version this process last saw (`if_seq_no`), which fences out a second
 writer or a reset that happened meanwhile.
+
+That fences the checkpoint, not the rows a stalled writer sends between its redo record and its
+checkpoint: so each row document is versioned by the log position of the event that produced
+its state (external versioning). ES refuses a write whose version is not above the stored one
+(409, a version conflict), so a replay changes nothing and a stalled writer cannot put an older
+state back over a newer one.
 """
 
 from __future__ import annotations
@@ -61,11 +67,13 @@ def history_document(mutation: RowMutation) -> dict:
 
 def batch_operations(index: str, mutations: Sequence[RowMutation], skipped: Sequence[SkippedDocument]) -> list[dict]:
     """The bulk body of one batch. History and skips are `create` (a replay finds them there:
-    409, tolerated = INSERT OR IGNORE); rows are `index` (the last version in the batch wins)."""
+    409, tolerated = INSERT OR IGNORE); rows are `index` with the position of their state as an
+    external version (a replay, or a stale writer, gets a 409 and the stored state stays)."""
     ops: list[dict] = []
     for mutation in mutations:
         row_id = mutation.row.row_id
-        ops += [{"index": {"_index": index, "_id": row_id}}, es.row_document(mutation.row)]
+        ops += [{"index": {"_index": index, "_id": row_id, "version": mutation.change.position,
+                           "version_type": "external"}}, es.row_document(mutation.row)]
         ops += [{"create": {"_index": f"{index}-history", "_id": f"{row_id}:{mutation.change.position}"}},
                 history_document(mutation)]
     for skip in skipped:
@@ -125,7 +133,9 @@ class ElasticsearchRowStore:
             raise OrgmemError("cluster.es_url: required for the Elasticsearch row store")
         self.client = client if client is not None else es.connect(url)
         self.index, self.shards, self.replicas, self.refresh, self.writer = index, shards, replicas, refresh, writer
-        self._seen: tuple[int, int] | None = None  # (seq_no, primary_term) of the checkpoint we last saw
+        # (seq_no, primary_term, concrete index) of the checkpoint we last saw: written back to that
+        # index, not through the alias, so a rebuild's switch (docs/cluster.md) cannot redirect it.
+        self._seen: tuple[int, int, str] | None = None
         self._create_indices()
 
     @classmethod
@@ -162,7 +172,7 @@ class ElasticsearchRowStore:
             except NotFoundError:
                 self._seen = None
                 return 0, None
-        self._seen = (doc["_seq_no"], doc["_primary_term"])
+        self._seen = (doc["_seq_no"], doc["_primary_term"], doc.get("_index") or f"{self.index}-meta")
         source = doc["_source"]
         return int(source.get("applied_position", 0)), source.get("pending")
 
@@ -173,14 +183,15 @@ class ElasticsearchRowStore:
                      else {"op_type": "create"})
         with es.driver_errors(COMPONENT, "write checkpoint"):
             try:
-                result = self.client.index(index=f"{self.index}-meta", id=_CHECKPOINT, refresh="true",
+                result = self.client.index(index=self._seen[2] if self._seen else f"{self.index}-meta",
+                                           id=_CHECKPOINT, refresh="true",
                                            document={"applied_position": applied, "pending": pending}, **condition)
             except (ConflictError, NotFoundError) as exc:
                 self._seen = None
                 raise ProjectionFenced(
                     f"{COMPONENT}: the checkpoint of {self.index} changed under this writer (another indexer, "
                     "or a rebuild); continue from applied_position()") from exc
-        self._seen = (result["_seq_no"], result["_primary_term"])
+        self._seen = (result["_seq_no"], result["_primary_term"], result.get("_index") or f"{self.index}-meta")
 
     def _write_batch(self, mutations: Sequence[RowMutation], skipped: Sequence[SkippedDocument]) -> None:
         operations = batch_operations(self.index, mutations, skipped)
@@ -188,7 +199,7 @@ class ElasticsearchRowStore:
             return
         with es.driver_errors(COMPONENT, "bulk apply"):
             response = self.client.bulk(operations=operations, refresh=self.refresh)
-        failures = es.bulk_failures(response.body if hasattr(response, "body") else response, frozenset({409}))
+        failures = es.bulk_failures(response.body if hasattr(response, "body") else response, conflicts_ok=True)
         if failures:
             # The checkpoint keeps the batch pending: the next apply or restart redoes it whole.
             raise OrgmemError(f"{COMPONENT}: batch not applied: " + "; ".join(failures[:10]))
@@ -285,10 +296,16 @@ class ElasticsearchRowStore:
                           superseded_by=s.get("superseded_by"), run_id=s.get("run_id"), reason=s.get("reason", ""))
                 for s in (h["_source"] for h in hits)]
 
-    def thread(self, tenant: str, thread: str) -> list[Row]:
-        query = {"bool": {"filter": [{"term": {"tenant": tenant}}, {"term": {"thread": thread}}]}}
-        sort = [{"event_us": {"order": "asc", "missing": "_last"}}, {"ingest_position": "asc"}, {"row_id": "asc"}]
-        return [es.row_from_document(h["_source"]) for h in self._scan(self.index, query, sort, "thread")]
+    def thread(self, tenant: str, thread: str, readers: frozenset[str] | None = None,
+               limit: int | None = None) -> list[Row]:
+        filters = [{"term": {"tenant": tenant}}, {"term": {"thread": thread}}]
+        tokens = Scope(tenant=tenant, readers=readers).reader_tokens()  # None: unrestricted
+        if tokens is not None:
+            filters.append({"terms": {"acl_tokens": tokens}})
+        # Newest first so that a limit keeps the end of the thread; turned back into date order below.
+        sort = [{"event_us": {"order": "desc", "missing": "_first"}}, {"ingest_position": "desc"}, {"row_id": "desc"}]
+        hits = self._scan(self.index, {"bool": {"filter": filters}}, sort, "thread", limit=limit)
+        return [es.row_from_document(h["_source"]) for h in reversed(list(hits))]
 
     def versions_of(self, tenant: str, threads: Sequence[str], row_ids: Sequence[str] = (),
                     known_at: datetime | None = None) -> list[VersionFields]:

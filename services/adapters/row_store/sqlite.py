@@ -2,6 +2,12 @@
 
 A projected batch and the log position it reaches commit in one transaction, so after a crash
 the store is exactly at some position and the indexer resumes from there.
+
+Each row keeps the log position of the event that produced its state (`state_position`); a
+write replaces a row's state only with one from a higher position, and never brings back a row
+erased at a later position: a stalled indexer that wakes after another has applied newer events
+(two indexers over one store, as in the cluster tests) cannot put an older state back. The
+checkpoint only moves forward.
 """
 
 from __future__ import annotations
@@ -32,7 +38,8 @@ CREATE TABLE IF NOT EXISTS rows (
     author_scope TEXT NOT NULL, content_hash TEXT NOT NULL, event_time TEXT, kind TEXT NOT NULL,
     thread TEXT, title TEXT, tags TEXT NOT NULL, participants TEXT NOT NULL, acl TEXT NOT NULL,
     source TEXT, source_id TEXT, ingest_position INTEGER NOT NULL, ingested_at TEXT NOT NULL,
-    state TEXT NOT NULL, superseded_by TEXT, derived_from TEXT NOT NULL
+    state TEXT NOT NULL, superseded_by TEXT, derived_from TEXT NOT NULL,
+    state_position INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS rows_recent ON rows(tenant, ingest_position);
 CREATE INDEX IF NOT EXISTS rows_text ON rows(tenant, author_scope, content_hash, state);
@@ -65,6 +72,18 @@ _COLUMNS = (
     "source, source_id, ingest_position, ingested_at, state, superseded_by, derived_from"
 )
 
+
+# A row write's guards: no erasure of the row at or after the write's position, and (on conflict)
+# a later position than the stored state's.
+_NOT_ERASED = ("NOT EXISTS (SELECT 1 FROM skipped e WHERE e.row_id = ? AND e.reason = 'erased' "
+               "AND e.position >= ?)")
+_UPDATED = ", ".join(f"{c} = excluded.{c}" for c in (*_COLUMNS.split(", ")[1:], "author_scope", "content_hash",
+                                                      "state_position"))
+
+# The checkpoint only moves forward. Both sides are integers: SQLite orders any text above any
+# integer, so MAX(integer, text) kept the text, and a late writer moved the checkpoint back.
+_ADVANCE_CHECKPOINT = ("INSERT INTO meta(key, value) VALUES ('applied_position', ?) ON CONFLICT(key) DO UPDATE "
+                       "SET value = MAX(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))")
 
 _HEAD_COLUMNS = "r.row_id, r.thread, r.ingest_position, r.event_time, r.ingested_at"  # a RowHead
 
@@ -129,6 +148,7 @@ class SqliteRowStore:
             self._conn.execute("PRAGMA secure_delete=ON")
         self._lock = threading.Lock()
         self._add_skip_tenants()
+        self._add_state_positions()
 
     def _add_skip_tenants(self) -> None:
         """A store written before skips carried their tenant gains the column; a repeat takes the
@@ -140,6 +160,17 @@ class SqliteRowStore:
                 self._conn.executescript(
                     "BEGIN; ALTER TABLE skipped ADD COLUMN tenant TEXT; UPDATE skipped SET tenant = "
                     "(SELECT r.tenant FROM rows r WHERE r.row_id = skipped.duplicate_of); COMMIT;")
+
+    def _add_state_positions(self) -> None:
+        """A store written before rows carried the position of their state gains the column: the
+        position of each row's last step, or its ingest position."""
+        with translated(COMPONENT):
+            columns = {c[1] for c in self._conn.execute("PRAGMA table_info(rows)")}
+            if "state_position" not in columns:
+                self._conn.executescript(
+                    "BEGIN; ALTER TABLE rows ADD COLUMN state_position INTEGER NOT NULL DEFAULT 0; "
+                    "UPDATE rows SET state_position = COALESCE((SELECT MAX(h.position) FROM history h "
+                    "WHERE h.row_id = rows.row_id), ingest_position); COMMIT;")
 
     def _query(self, sql: str, args: Sequence = ()) -> list[tuple]:
         with self._lock, translated(COMPONENT):
@@ -172,12 +203,21 @@ class SqliteRowStore:
             for p, at, c, s, sb, run, reason in records
         ]
 
-    def thread(self, tenant: str, thread: str) -> list[Row]:
+    def thread(self, tenant: str, thread: str, readers: frozenset[str] | None = None,
+               limit: int | None = None) -> list[Row]:
+        where, args = "r.tenant = ? AND r.thread = ?", [tenant, thread]
+        tokens = Scope(tenant=tenant, readers=readers).reader_tokens()  # None: unrestricted
+        if tokens is not None:
+            where += (" AND EXISTS (SELECT 1 FROM row_acl a WHERE a.row_id = r.row_id AND a.token IN "
+                      f"({','.join('?' for _ in tokens)}))")
+            args.extend(tokens)
+        # Newest first so that LIMIT keeps the end of the thread; turned back into date order below.
         records = self._query(
-            f"SELECT {_COLUMNS} FROM rows WHERE tenant = ? AND thread = ? "
-            "ORDER BY event_time IS NULL, event_time, ingest_position", (tenant, thread),
+            f"SELECT {_COLUMNS} FROM rows r WHERE {where} "
+            "ORDER BY r.event_time IS NULL DESC, r.event_time DESC, r.ingest_position DESC LIMIT ?",
+            (*args, -1 if limit is None else limit),
         )
-        return [_row_from(r) for r in records]
+        return [_row_from(r) for r in reversed(records)]
 
     def versions_of(self, tenant: str, threads: Sequence[str], row_ids: Sequence[str] = (),
                     known_at: datetime | None = None) -> list[VersionFields]:
@@ -303,11 +343,7 @@ class SqliteRowStore:
                     "(?,?,?,?, COALESCE(?, (SELECT r.tenant FROM rows r WHERE r.row_id = ?)))",
                     [(s.row_id, s.position, s.reason, s.duplicate_of, s.tenant, s.duplicate_of) for s in skipped],
                 )
-                conn.execute(
-                    "INSERT INTO meta(key, value) VALUES ('applied_position', ?) "
-                    "ON CONFLICT(key) DO UPDATE SET value = MAX(CAST(value AS INTEGER), excluded.value)",
-                    (str(position),),
-                )
+                conn.execute(_ADVANCE_CHECKPOINT, (str(position),))
                 conn.execute("COMMIT")
             except BaseException:
                 rollback_quietly(conn)
@@ -315,27 +351,31 @@ class SqliteRowStore:
 
     @staticmethod
     def _write(conn: sqlite3.Connection, mutation: RowMutation) -> None:
+        """The row state of `mutation` unless the store holds one from the same or a later position
+        (a replay, or a stalled writer behind another), and nothing for a row erased since."""
         row, change = mutation.row, mutation.change
-        conn.execute(
-            f"INSERT OR REPLACE INTO rows({_COLUMNS}, author_scope, content_hash) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        written = conn.execute(
+            f"INSERT INTO rows({_COLUMNS}, author_scope, content_hash, state_position) "
+            f"SELECT ?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,? WHERE {_NOT_ERASED} "
+            f"ON CONFLICT(row_id) DO UPDATE SET {_UPDATED} WHERE excluded.state_position > rows.state_position",
             (
                 row.row_id, row.tenant, row.text, row.author, encode_time(row.event_time), row.kind,
                 row.thread, row.title, json.dumps(row.tags), json.dumps(row.participants),
                 json.dumps(row.acl), row.source, row.source_id, row.ingest_position,
                 encode_time(row.ingested_at), row.state, row.superseded_by, json.dumps(row.derived_from),
-                author_scope(row.author), content_hash(row.text),
+                author_scope(row.author), content_hash(row.text), change.position, row.row_id, change.position,
             ),
-        )
-        conn.execute("DELETE FROM row_acl WHERE row_id = ?", (row.row_id,))
-        conn.executemany(
-            "INSERT INTO row_acl(row_id, token) VALUES (?, ?)", [(row.row_id, t) for t in acl_tokens(row.acl)]
-        )
+        ).rowcount
+        if written:
+            conn.execute("DELETE FROM row_acl WHERE row_id = ?", (row.row_id,))
+            conn.executemany(
+                "INSERT INTO row_acl(row_id, token) VALUES (?, ?)", [(row.row_id, t) for t in acl_tokens(row.acl)]
+            )
         conn.execute(
             "INSERT OR IGNORE INTO history(row_id, position, at, change, state, superseded_by, run_id, reason) "
-            "VALUES (?,?,?,?,?,?,?,?)",
+            f"SELECT ?,?,?,?,?,?,?,? WHERE {_NOT_ERASED}",
             (row.row_id, change.position, encode_time(change.at), change.change, change.state,
-             change.superseded_by, change.run_id, change.reason),
+             change.superseded_by, change.run_id, change.reason, row.row_id, change.position),
         )
 
     def erase(self, tenant: str, row_ids: Sequence[str], position: int | None) -> list[str]:
@@ -362,10 +402,7 @@ class SqliteRowStore:
                 conn.executemany("INSERT OR IGNORE INTO skipped(row_id, position, reason, duplicate_of, tenant) "
                                  "VALUES (?, ?, 'erased', NULL, ?)", [(rid, at, tenant) for rid in ids])
                 if position is not None:
-                    conn.execute(
-                        "INSERT INTO meta(key, value) VALUES ('applied_position', ?) "
-                        "ON CONFLICT(key) DO UPDATE SET value = MAX(CAST(value AS INTEGER), excluded.value)",
-                        (str(position),))
+                    conn.execute(_ADVANCE_CHECKPOINT, (str(position),))
                 conn.execute("COMMIT")
             except BaseException:
                 rollback_quietly(conn)

@@ -16,7 +16,7 @@ import logging
 import shutil
 import threading
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -26,6 +26,7 @@ from qdrant_edge import (
     DatetimeIndexParams,
     Distance,
     EdgeConfig,
+    EdgeOptimizersConfig,
     EdgeShard,
     EdgeVectorParams,
     FieldCondition,
@@ -87,14 +88,21 @@ _EXACT = SearchParams(exact=True)
 
 class QdrantEdgeVectorIndex:
     """search_ef: how many candidates the graph search keeps (HNSW ef); None leaves the engine's
-    default (the build's ef_construct, 100). See `checked_search_ef` for what it buys."""
+    default (the build's ef_construct, 100). See `checked_search_ef` for what it buys.
+    optimizers: the segment policy `optimize()` follows (the tiered index's sealed shards keep
+    several graph segments, so that sealing new rows builds a graph of those rows only).
+    wal: False creates the shard without a write-ahead log (every write here is flushed anyway; a
+    sealed shard without one is half the size to copy and opens faster); None, on opening a shard,
+    keeps what it has (a value other than the one it was created with is refused by the engine)."""
 
-    def __init__(self, path: Path, dim: int, search_ef: int | None = None):
+    def __init__(self, path: Path, dim: int, search_ef: int | None = None,
+                 optimizers: EdgeOptimizersConfig | None = None, wal: bool | None = None):
         if dim <= 0:
             raise OrgmemError(f"dim: expected a positive vector size, got {dim}")
         self.path = Path(path)
         self.dim = dim
         self._search_params = SearchParams(acorn=AcornSearchParams(enable=True), hnsw_ef=checked_search_ef(search_ef))
+        self._optimizers, self._wal = optimizers, wal
         self._lock = threading.Lock()  # writes and open/close/reset never interleave
         self._carrying = False
         self._shard: EdgeShard | None = self._open()
@@ -102,7 +110,8 @@ class QdrantEdgeVectorIndex:
     # --- lifecycle -------------------------------------------------------------------------
 
     def _config(self) -> EdgeConfig:
-        return EdgeConfig(vectors=EdgeVectorParams(size=self.dim, distance=Distance.Cosine))
+        return EdgeConfig(vectors=EdgeVectorParams(size=self.dim, distance=Distance.Cosine), optimizers=self._optimizers,
+                          wal_enabled=self._wal)
 
     def _open(self) -> EdgeShard:
         self._finish_swap()
@@ -140,8 +149,24 @@ class QdrantEdgeVectorIndex:
                     shard.close()
 
     def count(self) -> int:
+        return self.sizes()[0]
+
+    def sizes(self) -> tuple[int, int]:
+        """(points, points in a graph segment); (0, 0) once closed."""
         with self._lock, self._driver("count"):
-            return self._shard.info().points_count if self._shard is not None else 0
+            if self._shard is None:
+                return 0, 0
+            info = self._shard.info()
+            return info.points_count, info.indexed_vectors_count
+
+    def flush(self) -> None:
+        with self._lock, self._driver("flush"):
+            self._live().flush()
+
+    @property
+    def carrying(self) -> bool:
+        """Whether point ids spell row ids (a shard made before that reads them from payloads)."""
+        return self._carrying
 
     def reset(self) -> None:
         """Drop every point and start an empty shard in the same folder (for a rebuild)."""
@@ -176,7 +201,7 @@ class QdrantEdgeVectorIndex:
         staging, retired = self._beside("carrying"), self._beside("retired")
         shutil.rmtree(staging, ignore_errors=True)
         log.info("vector index at %s: copying its points to row-carrying point ids", self.path)
-        target = QdrantEdgeVectorIndex(staging, self.dim, self._search_params.hnsw_ef)
+        target = QdrantEdgeVectorIndex(staging, self.dim, self._search_params.hnsw_ef, self._optimizers, self._wal)
         try:
             shard, offset = self._live(), None
             with self._driver("copy to carrying point ids"):
@@ -212,7 +237,7 @@ class QdrantEdgeVectorIndex:
                 return
             staging, retired = self._beside("erasing"), self._beside("retired")
             shutil.rmtree(staging, ignore_errors=True)
-            target = QdrantEdgeVectorIndex(staging, self.dim, self._search_params.hnsw_ef)
+            target = QdrantEdgeVectorIndex(staging, self.dim, self._search_params.hnsw_ef, self._optimizers, self._wal)
             try:
                 offset = None
                 with self._driver("copy without erased points"):
@@ -247,8 +272,10 @@ class QdrantEdgeVectorIndex:
 
     # --- writes ----------------------------------------------------------------------------
 
-    def upsert(self, rows: Sequence[Row], vectors: np.ndarray) -> None:
-        """Index rows with their vectors; a re-upsert replaces. Durable (flushed) on return."""
+    def upsert(self, rows: Sequence[Row], vectors: np.ndarray, positions: Mapping[str, int] | None = None) -> None:
+        """Index rows with their vectors; a re-upsert replaces. Durable (flushed) on return.
+        `positions` goes unused: one process owns the shard (the data folder's lock), so no
+        stalled writer can come back to it."""
         matrix, problems = checked_batch(rows, vectors, self.dim)
         points = [
             Point(self._point_id(row.row_id), matrix[i].tolist(), row_payload(row))
@@ -265,8 +292,23 @@ class QdrantEdgeVectorIndex:
         if problems:
             raise InvalidVectors(problems)
 
-    def update_state(self, rows: Sequence[Row]) -> None:
-        """Replace the payload of rows already indexed (state and the rest); vectors stay."""
+    def discard(self, row_ids: Sequence[str]) -> list[str]:
+        """Drop rows' points the engine's way (marked deleted, payload kept on file until the
+        segment is rewritten): for a row that moved to another shard, not for erasure. Returns the
+        row ids that were here."""
+        by_point = {self._point_id(rid): rid for rid in row_ids}
+        with self._lock:
+            shard = self._live()
+            with self._driver("discard"):
+                present = [str(p.id) for p in shard.retrieve(list(by_point), with_payload=False, with_vector=False)]
+                if present:
+                    shard.update(UpdateOperation.delete_points(present))
+                    shard.flush()
+        return [by_point[pid] for pid in present]
+
+    def update_state(self, rows: Sequence[Row], positions: Mapping[str, int] | None = None) -> None:
+        """Replace the payload of rows already indexed (state and the rest); vectors stay.
+        `positions` goes unused, as in `upsert`."""
         if not rows:
             return
         latest = {row.row_id: row for row in rows}  # the last version of a row in the batch wins
@@ -296,31 +338,31 @@ class QdrantEdgeVectorIndex:
         query = checked_query(vector, self.dim)
         if checked_limit(limit) == 0:
             return []
-        wanted = scope_filter(scope)
-        if wanted.empty:
+        qfilter = edge_filter(scope)
+        if qfilter is None:
             return []
-        qfilter = Filter(
-            must=[_condition(c) for c in wanted.must],
-            must_not=[_condition(c) for c in wanted.must_not] or None,
-        )
-        shard = self._live()
         fetch = limit + TIE_MARGIN
         while True:
-            with self._driver("search"):
-                points = shard.query(
-                    QueryRequest(
-                        limit=fetch,
-                        query=Query.Nearest(query),
-                        filter=qfilter,
-                        with_payload=False if self._carrying else HIT_FIELDS,
-                        params=_EXACT if exact else self._search_params,
-                    )
-                )
-                ranked = rank(self._scored(shard, points))
-            hits = cut(ranked, limit, fetch)
+            hits = cut(self.nearest(query, qfilter, fetch, exact), limit, fetch)
             if hits is not None:
                 return hits
             fetch *= 4
+
+    def nearest(self, query: list[float], qfilter: Filter, fetch: int, exact: bool) -> list[Scored]:
+        """The `fetch` best points under the filter, ranked by the tie rule (`search`'s one pass;
+        the tiered index merges these lists from several shards)."""
+        shard = self._live()
+        with self._driver("search"):
+            points = shard.query(
+                QueryRequest(
+                    limit=fetch,
+                    query=Query.Nearest(query),
+                    filter=qfilter,
+                    with_payload=False if self._carrying else HIT_FIELDS,
+                    params=_EXACT if exact else self._search_params,
+                )
+            )
+            return rank(self._scored(shard, points))
 
     def _scored(self, shard: EdgeShard, points: list) -> list[Scored]:
         """Row id, score and ingest position per hit. A carrying id names its row; the payload
@@ -391,6 +433,15 @@ def _payload_indexes() -> list[tuple[str, object]]:
     indexes += [(name, KeywordIndexParams(enable_hnsw=name in GRAPH_FIELDS)) for name in KEYWORD_FIELDS]
     indexes += [(name, DatetimeIndexParams(enable_hnsw=name in GRAPH_FIELDS)) for name in DATETIME_FIELDS]
     return indexes
+
+
+def edge_filter(scope: Scope) -> Filter | None:
+    """The scope as a Qdrant Edge filter; None when it admits nothing."""
+    wanted = scope_filter(scope)
+    if wanted.empty:
+        return None
+    return Filter(must=[_condition(c) for c in wanted.must],
+                  must_not=[_condition(c) for c in wanted.must_not] or None)
 
 
 def _condition(condition: Condition) -> FieldCondition:

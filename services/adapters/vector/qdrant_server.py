@@ -3,12 +3,17 @@
 The same class also runs on qdrant-client's local mode (`QdrantClient(path=...)` or
 `":memory:"`), which speaks the same API; the contract tests use it when no server is there.
 One collection holds every tenant; `tenant` is a tenant-partitioned payload index.
+
+Several indexer processes write one collection, so a write that names the log position of each
+row's state (`positions`, from the projector) keeps it in the payload (`state_position`) and is
+conditional on it (Qdrant's conditional update, server 1.16 or later): a stalled indexer that
+wakes after another has moved a row on cannot put the row's older state back.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 import numpy as np
@@ -43,6 +48,22 @@ from services.ports import Hit
 COMPONENT = "vector index"
 # Points per request: keeps one HTTP body at a few MB for 384-d vectors.
 UPSERT_BATCH = 256
+# The log position of the event that produced the state in a point's payload.
+STATE_POSITION = "state_position"
+
+
+def older_than(position: int) -> qm.Filter:
+    """Points whose payload state is from before `position`, or names no position (written
+    before positions were kept, or without them)."""
+    return qm.Filter(should=[qm.IsEmptyCondition(is_empty=qm.PayloadField(key=STATE_POSITION)),
+                             qm.FieldCondition(key=STATE_POSITION, range=qm.Range(lt=position))])
+
+
+def positioned_payload(row: Row, positions: Mapping[str, int] | None) -> dict[str, object]:
+    payload = row_payload(row)
+    if positions is not None and row.row_id in positions:
+        payload[STATE_POSITION] = positions[row.row_id]
+    return payload
 
 
 class QdrantServerVectorIndex:
@@ -71,7 +92,9 @@ class QdrantServerVectorIndex:
 
     def _ensure_collection(self) -> None:
         with self._driver("open collection"):
-            if not self.client.collection_exists(self.collection):
+            # The name may be the alias of the live generation (services/adapters/cluster_generations.py).
+            aliased = self.collection in {a.alias_name for a in self.client.get_aliases().aliases}
+            if not aliased and not self.client.collection_exists(self.collection):
                 try:
                     self.client.create_collection(
                         self.collection,
@@ -123,40 +146,44 @@ class QdrantServerVectorIndex:
             self.client.delete(self.collection, points_selector=qm.PointIdsList(points=[point_id(r) for r in row_ids]),
                                wait=True)
 
-    def upsert(self, rows: Sequence[Row], vectors: np.ndarray) -> None:
-        """Index rows with their vectors; a re-upsert replaces. Acknowledged = durable (wait=True)."""
+    def upsert(self, rows: Sequence[Row], vectors: np.ndarray, positions: Mapping[str, int] | None = None) -> None:
+        """Index rows with their vectors; a re-upsert replaces. Acknowledged = durable (wait=True).
+
+        With `positions`, a point already there is replaced only when its state is older than
+        every row of the request: a new row's point can only be there from a replay of the same
+        event or with a later state, so it stays."""
         matrix, problems = checked_batch(rows, vectors, self.dim)
         points = [
-            qm.PointStruct(id=point_id(row.row_id), vector=matrix[i].tolist(), payload=row_payload(row))
+            qm.PointStruct(id=point_id(row.row_id), vector=matrix[i].tolist(),
+                           payload=positioned_payload(row, positions))
             for i, row in enumerate(rows)
             if row.row_id not in problems
         ]
         with self._driver("upsert"):
             for start in range(0, len(points), self.batch_size):
-                self.client.upsert(self.collection, points=points[start : start + self.batch_size], wait=True)
+                chunk = points[start : start + self.batch_size]
+                known = [p.payload[STATE_POSITION] for p in chunk if STATE_POSITION in p.payload]
+                fence = older_than(min(known)) if known else None
+                self.client.upsert(self.collection, points=chunk, update_filter=fence, wait=True)
         if problems:
             raise InvalidVectors(problems)
 
-    def update_state(self, rows: Sequence[Row]) -> None:
-        """Replace the payload of rows already indexed (state and the rest); vectors stay."""
+    def update_state(self, rows: Sequence[Row], positions: Mapping[str, int] | None = None) -> None:
+        """Replace the payload of rows already indexed (state and the rest); vectors stay. With
+        `positions`, only where the stored state is older."""
         if not rows:
             return
         latest = {row.row_id: row for row in rows}  # the last version of a row in the batch wins
-        ids = [point_id(rid) for rid in latest]
         with self._driver("update_state"):
-            present = {
-                str(record.id)
-                for record in self.client.retrieve(self.collection, ids, with_payload=False, with_vectors=False)
-            }
-            # Overwrite, not merge: a key that became absent (event_time, thread) must go.
-            # A row never indexed is skipped: overwriting a missing point fails the whole batch.
-            operations = [
-                qm.OverwritePayloadOperation(
-                    overwrite_payload=qm.SetPayload(payload=row_payload(row), points=[point_id(row_id)])
-                )
-                for row_id, row in latest.items()
-                if point_id(row_id) in present
-            ]
+            # Overwrite, not merge: a key that became absent (event_time, thread) must go. Points
+            # are selected by a filter, so a row never indexed (or a newer state) matches nothing.
+            operations = []
+            for row_id, row in latest.items():
+                selected = qm.Filter(must=[qm.HasIdCondition(has_id=[point_id(row_id)])])
+                if positions is not None and row_id in positions:
+                    selected.must.append(older_than(positions[row_id]))
+                operations.append(qm.OverwritePayloadOperation(overwrite_payload=qm.SetPayload(
+                    payload=positioned_payload(row, positions), filter=selected)))
             for start in range(0, len(operations), self.batch_size):
                 self.client.batch_update_points(
                     self.collection, operations[start : start + self.batch_size], wait=True

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import math
 from datetime import UTC, datetime
+from typing import Annotated
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
 
 from schemas.api import (
@@ -136,10 +137,19 @@ def get_row(row_id: str, s: State, caller: CurrentCaller) -> RowResponse:
 
 
 @router.get("/v1/threads/{thread_id:path}", operation_id="get_thread", response_model=ThreadResponse)
-def get_thread(thread_id: str, s: State, caller: CurrentCaller) -> ThreadResponse:
-    rows = s.memory.thread(thread_id, caller)
+def get_thread(thread_id: str, s: State, caller: CurrentCaller,
+               limit: Annotated[int | None, Query(ge=1, description=(
+                   "At most this many rows, the thread's latest (the server caps it at limits.max_thread_rows)"))] = None,
+               ) -> ThreadResponse:
+    cap = s.settings.limits.max_thread_rows
+    if limit is not None and limit > cap:
+        raise invalid_request(f"limit: at most {cap} (limits.max_thread_rows)")
+    limit = limit or cap
+    rows = s.memory.thread(thread_id, caller, limit + 1)  # one more tells whether earlier rows were left out
+    truncated, rows = len(rows) > limit, rows[-limit:]
     versions = s.memory.versions(rows, caller)
-    return ThreadResponse(thread=thread_id, rows=rows, versions={rid: _version(v) for rid, v in versions.items()})
+    return ThreadResponse(thread=thread_id, rows=rows, truncated=truncated,
+                          versions={rid: _version(v) for rid, v in versions.items()})
 
 
 def _version(version: Version) -> RowVersion:

@@ -25,6 +25,8 @@ def _storage(s) -> dict | None:
 @router.get("/readyz", operation_id="ready")
 def readyz(s: State, response: Response) -> dict:
     head, applied = s.memory.head(), s.memory.applied
+    # Positions are dense on SQLite; on Kafka they leave gaps and the backlog counts batches.
+    lag, unit = (s.memory.backlog(head), "events" if s.settings.profile == "embedded" else "batches")
     storage = _storage(s)
     alive = s.indexer.is_alive()
     status, reason = ("ready", None) if alive else ("starting", "the indexer is not running")
@@ -36,16 +38,16 @@ def readyz(s: State, response: Response) -> dict:
                   + " beside the row store: stop the server and run `orgmem rebuild`")
     elif head < applied:
         status, reason = "log-behind", rewound(head, applied)
-    elif status == "ready" and max_lag and head - applied > max_lag:
+    elif status == "ready" and max_lag and lag > max_lag:
         status = "lagging"
-        reason = f"the indexer is {head - applied} events behind the log (indexer_max_lag: {max_lag})"
+        reason = f"the indexer is {lag} {unit} behind the log (indexer_max_lag: {max_lag})"
     if storage is not None and storage["low"]:
         status = "storage-low"
         reason = (f"data folder has {storage['free_bytes']} bytes free, under the floor of "
                   f"{storage['min_free_bytes']} bytes (limits.min_free_bytes): writes are refused "
                   "and indexing is paused until space is freed")
     response.status_code = 200 if status == "ready" else 503
-    body = {"status": status, "log_head": head, "applied_position": applied, "lag": head - applied,
+    body = {"status": status, "log_head": head, "applied_position": applied, "lag": lag,
             "indexer_paused": bool(getattr(s.indexer, "paused", False))}
     if reason:
         body["reason"] = reason
@@ -74,6 +76,8 @@ def metrics(s: State) -> Response:
         m.min_free_bytes.set(storage["min_free_bytes"])
     for key, value in s.memory.counts().items():
         m.rows.labels(key).set(value)
+    if (graph := s.memory.vector_status()) is not None:
+        m.vector_graph(graph)
     return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
 
 

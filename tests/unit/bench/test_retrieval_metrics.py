@@ -12,6 +12,7 @@ from bench.retrieval.metrics import (
     Scores,
     complete_at,
     complete_coverage_at,
+    first_gold_at,
     recall_at,
     score_question,
     version_correct_at,
@@ -116,3 +117,11 @@ def test_a_category_named_all_is_counted_once():
     s.add(ALL, score_question(["a1"], ["a1"], [1], THREADS))
     s.add(ALL, score_question(["zz"], ["a1"], [1], THREADS))
     assert s.counts[ALL] == 2 and s.mean(ALL, "recall@1") == 0.5 and s.categories() == [ALL]
+
+
+def test_mrr_sees_the_order_inside_k_that_recall_ignores():
+    assert first_gold_at(["x", "g", "h"], ["g", "h"], 3) == 0.5
+    assert first_gold_at(["g", "x"], ["g"], 2) == 1.0
+    assert first_gold_at(["x", "y", "g"], ["g"], 2) == 0.0  # the gold row is past k
+    swapped, kept = score_question(["x", "g"], ["g"], [2], THREADS), score_question(["g", "x"], ["g"], [2], THREADS)
+    assert swapped["recall@2"] == kept["recall@2"] and swapped["mrr@2"] < kept["mrr@2"]

@@ -1,0 +1,390 @@
+"""The speed a live server has: query latency while it ingests, its memory and disk, to 1M rows.
+
+    .venv/bin/python -m bench.live [--rows 100000 | --minutes M] [--rate 20] [--batch 10] [--every 10000]
+    .venv/bin/python -m bench.live --scale 1m [--rows 1000000] [--every 100000] [--data DIR] [--optimize]
+
+A script, not a timed test (issue 17). `orgmem serve` runs as a process on a fresh data folder under
+/tmp with its default settings (ORGMEM_* variables of this shell reach it), except a per-key rate
+limit that admits the run's own clients (RATE_LIMIT: the limiter stays on the request path).
+
+Live (default): one client ingests the mixed stream of bench/live_corpus.py (LoCoMo, QMSum, BEAM,
+Enron, the synthetic organisation) through POST /v1/documents at --rate documents/s, --batch per
+request, until --rows documents are sent (or --minutes pass); another sends the LoCoMo questions
+to POST /v1/query one after the other (the server embeds each). The run ends when the projections
+hold every acknowledged document. Every --every rows a line: query p50/p95/p99 since the last line
+(client side, embedding included), queries over 250 ms, vector rows in the graph and searched
+exactly (/metrics; the names are constants at the top of bench/live_server.py), ingest lag
+(acknowledged log position against the projections' checkpoint: events now, the longest wait in
+seconds since the last line), the server's RSS and the data folder's disk. Then the pipeline's
+throughput on a burst of fresh documents, beside one raw encoder's on the same texts in this
+process, and the targets. Figures and per-line details (embed and vector stage medians, RSS with
+child processes, graph builds) go to --out as JSON.
+
+--scale 1m: the store is built at the adapter level (bench/live_store.py: it measures latency and
+memory, not quality); at every --every rows the real server is started on it and measures query
+p50/p95/p99 (the organisation's questions, embedding included), RSS and disk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+
+from bench import live_report as lr
+from bench.live_server import (
+    BUILD_RUNNING_METRIC,
+    Server,
+    client,
+    create_keys,
+    disk_parts,
+    sample,
+    stage_p50,
+    timed_query,
+)
+
+SLOW_MS = 250.0  # a query over this while a graph build runs misses the live target
+LIVE_TARGETS = (("p50", 20.0), ("p95", 50.0))
+OUT = Path(__file__).resolve().parent / "out" / "live"
+WORK = Path(tempfile.gettempdir()) / "orgmem-live"  # extracted Enron mail, generated organisations, base vectors
+
+LIVE_HEADERS = ("rows", "docs sent", "min", "rows/s", "queries", "p50 ms", "p95 ms", "p99 ms", "max ms",
+                f">{SLOW_MS:g} ms", "vector ms", "graph rows", "exact rows", "lag events", "max lag s", "RSS MiB",
+                "with children MiB", "disk MiB")
+
+
+class LiveRun:
+    """Three clients of one server: the paced ingester, the sequential querier and a sampler of its
+    state, until the rows or minutes run out; a table line every `every` rows."""
+
+    def __init__(self, args, server: Server, keys: dict[str, str], stream, questions: list[str]):
+        self.args, self.server, self.stream, self.questions = args, server, stream, questions
+        self.writer, self.reader, self.admin = (client(server.url, keys[r]) for r in ("writer", "reader", "admin"))
+        self.stop = threading.Event()
+        self.acks, self.queries, self.samples = lr.AckLog(), [], []
+        self.sent, self.ingest_errors, self.query_errors = 0, {}, {}
+        self.last_ingest_error = ""
+        self.budget = args.rows  # documents the ingester may send
+        self.lock = threading.Lock()
+        self.began = time.monotonic()
+
+    def _error(self, errors: dict, what) -> None:
+        with self.lock:
+            errors[str(what)] = errors.get(str(what), 0) + 1
+
+    def ingest_loop(self) -> None:
+        pacer = lr.Pacer(self.args.rate, self.args.batch)
+        while not self.stop.is_set():
+            if self.sent >= self.budget:
+                time.sleep(0.2)
+                continue
+            pacer.wait()
+            docs = [next(self.stream) for _ in range(min(self.args.batch, self.budget - self.sent))]
+            try:
+                response = self.writer.post("/v1/documents", json={
+                    "documents": [d.model_dump(mode="json", exclude_defaults=True) for d in docs]})
+            except httpx.HTTPError as exc:
+                self._error(self.ingest_errors, type(exc).__name__)
+                time.sleep(1)
+                continue
+            if response.status_code == 200:
+                with self.lock:
+                    self.acks.record(response.json()["position"], time.monotonic())
+                    self.sent += len(docs)
+            else:
+                self._error(self.ingest_errors, response.status_code)
+                self.last_ingest_error = response.text[:500]
+                time.sleep(float(response.headers.get("Retry-After", 1)))
+
+    def query_loop(self) -> None:
+        for n, question in enumerate(itertools.cycle(self.questions)):
+            if self.stop.is_set():
+                return
+            try:
+                query = timed_query(self.reader, question, self.args.preset)
+            except httpx.HTTPError as exc:
+                self._error(self.query_errors, type(exc).__name__)
+                time.sleep(1)
+                continue
+            if query[3] != 200:
+                self._error(self.query_errors, query[3])
+                time.sleep(0.1)
+            elif n >= self.args.warmup:
+                with self.lock:
+                    self.queries.append(query)
+
+    def sample_loop(self) -> None:
+        while not self.stop.is_set():
+            try:
+                now = sample(self.admin, self.server.proc.pid)
+            except httpx.HTTPError:
+                self.stop.wait(self.args.sample_s)
+                continue
+            with self.lock:
+                now["lag_events"], now["lag_s"] = self.acks.lag(now["applied"], now["t"])
+            self.samples.append(now)
+            self.stop.wait(self.args.sample_s)
+
+    def report_row(self, since: float, last: dict, previous: dict | None) -> dict:
+        with self.lock:
+            window = [q for q in self.queries if q[0] >= since]
+            sent = self.sent
+        samples = [s for s in self.samples if s["t"] >= since]
+        windows = lr.build_windows([(s["t"], s["building"]) for s in self.samples], self.args.sample_s)
+        slow, slow_building = lr.slow_queries([q[:3] for q in window], SLOW_MS, windows)
+        span = last["t"] - (previous["t"] if previous else self.began)
+        rows_added = last["rows"] - (previous["rows"] if previous else 0)
+        return {"rows": last["rows"], "docs_sent": sent, "minutes": round((last["t"] - self.began) / 60, 1),
+                "rows_per_s": round(rows_added / span, 1) if span > 0 else None,
+                **lr.latency_summary([q[2] for q in window]), "slow": slow, "slow_during_build": slow_building,
+                "embed_p50_ms": stage_p50(window, "embed"), "vector_p50_ms": stage_p50(window, "vector"),
+                "graph_rows": last["graph_rows"], "exact_rows": last["exact_rows"], "builds": last["builds"],
+                "last_build_s": last["last_build_s"], "lag_events": last["lag_events"], "lag_s": last["lag_s"],
+                "max_lag_s": max(s["lag_s"] for s in samples) if samples else None,
+                "rss_mib": lr.mib(last["rss"]), "tree_rss_mib": lr.mib(last["tree_rss"]),
+                "disk_mib": disk_parts(self.args.data)["total"]}
+
+    def run(self) -> list[dict]:
+        threads = [threading.Thread(target=f, daemon=True)
+                   for f in (self.sample_loop, self.ingest_loop, self.query_loop)]
+        self.began = time.monotonic()
+        for t in threads:
+            t.start()
+        rows_out, since, previous, next_at = [], self.began, None, self.args.every
+        print(lr.render_table(LIVE_HEADERS, []), flush=True)
+        while True:
+            time.sleep(0.5)
+            if self.server.proc.poll() is not None:
+                raise RuntimeError(f"the server exited: {self.server.log.read_text()[-2000:]}")
+            failed = sum(self.ingest_errors.values())
+            if failed >= 20 and failed * self.args.batch > self.sent:
+                raise RuntimeError(f"ingest fails more often than not ({self.ingest_errors}): {self.last_ingest_error}")
+            if not self.samples:
+                continue
+            last = self.samples[-1]
+            out_of_time = bool(self.args.minutes) and last["t"] - self.began >= self.args.minutes * 60
+            # Ingest stops at --rows documents; the run ends once the projections hold that many rows.
+            with self.lock:
+                acknowledged = self.acks.acks[-1][0] if self.acks.acks else 0
+            caught_up = self.sent >= self.budget and last["applied"] >= acknowledged
+            if caught_up and last["rows"] < self.args.rows:
+                # Repeats (the same email in two mailboxes, a repeated turn) made no row: send as
+                # many more documents as rows are missing.
+                self.budget += self.args.rows - last["rows"]
+            done = last["rows"] >= self.args.rows or out_of_time
+            if last["rows"] >= next_at or done:
+                row = self.report_row(since, last, previous)
+                rows_out.append(row)
+                print(lr.render_table(LIVE_HEADERS, [live_cells(row)]).splitlines()[-1], flush=True)
+                since, previous, next_at = last["t"], last, (last["rows"] // self.args.every + 1) * self.args.every
+            if done:
+                break
+        self.stop.set()
+        for t in threads:
+            t.join(timeout=120)
+        return rows_out
+
+
+def live_cells(row: dict) -> list:
+    return [row["rows"], row["docs_sent"], row["minutes"], row["rows_per_s"], row["n"], row["p50_ms"], row["p95_ms"],
+            row["p99_ms"], row["max_ms"], row["slow"], row["vector_p50_ms"], row["graph_rows"], row["exact_rows"],
+            row["lag_events"], row["max_lag_s"], row["rss_mib"], row["tree_rss_mib"], row["disk_mib"]]
+
+
+def wait_applied(http: httpx.Client, position: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if http.get("/readyz").json()["applied_position"] >= position:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def throughput(run: LiveRun, n: int, timeout_s: float) -> dict:
+    """The pipeline's documents/s on a burst of n fresh documents (sent as fast as accepted, timed
+    until the projections hold them all), then the raw encoder's on the same texts in this process."""
+    from services.bootstrap import embedder_for
+    from services.core.write_path import embedding_text
+    from services.settings import Settings
+
+    head, began = run.admin.get("/readyz").json()["log_head"], time.perf_counter()
+    if not wait_applied(run.admin, head, timeout_s):
+        return {"error": f"the indexer did not catch up with the log within {timeout_s:g} s"}
+    catch_up_s = round(time.perf_counter() - began, 1)
+    docs = [next(run.stream) for _ in range(n)]
+    started, position = time.perf_counter(), head
+    for start in range(0, n, 100):
+        response = run.writer.post("/v1/documents", json={
+            "documents": [d.model_dump(mode="json", exclude_defaults=True) for d in docs[start:start + 100]]})
+        response.raise_for_status()
+        position = response.json()["position"]
+    if not wait_applied(run.admin, position, timeout_s):
+        return {"error": f"the burst was not indexed within {timeout_s:g} s"}
+    pipeline = n / (time.perf_counter() - started)
+    settings = Settings()
+    encoder = embedder_for(settings.embedder)
+    texts = [embedding_text(d.title, d.text) for d in docs]
+    encoder.encode(texts[:16])  # warm-up: the model loads here, not in the timing
+    started = time.perf_counter()
+    for start in range(0, n, settings.indexer_batch):
+        encoder.encode(texts[start:start + settings.indexer_batch])
+    raw = n / (time.perf_counter() - started)
+    precision = getattr(settings.embedder, "document_vectors", "fp32")
+    return {"catch_up_s": catch_up_s, "documents": n, "pipeline_docs_per_s": round(pipeline, 1),
+            "raw_encoder_docs_per_s": round(raw, 1), "ratio": round(pipeline / raw, 3),
+            "raw_encoder": f"one {settings.embedder.backend} {precision} encoder in this process, "
+                           f"batches of {settings.indexer_batch}",
+            "server_encoder_processes": server_encoder_processes(settings)}
+
+
+def server_encoder_processes(settings) -> int | None:
+    """How many document encoder processes the server runs with these settings (None where this
+    version has no such setting)."""
+    try:
+        from services.bootstrap.components import encoder_processes
+    except ImportError:
+        return None
+    return encoder_processes(settings.embedder)
+
+
+def live_targets(rows: list[dict], queries: list[tuple], samples: list[dict], sample_s: float) -> list[str]:
+    last = rows[-1] if rows else {}
+    at = f"at {last.get('rows', 0):,} rows (last window; the target is stated for 100,000)"
+    lines = [lr.target_line(f"{name} {at}", last.get(f"{name}_ms"), limit) for name, limit in LIVE_TARGETS]
+    if any(s["building"] is not None for s in samples):
+        windows = lr.build_windows([(s["t"], s["building"]) for s in samples], sample_s)
+        slow, during = lr.slow_queries([q[:3] for q in queries], SLOW_MS, windows)
+        name = f"queries over {SLOW_MS:g} ms during a graph build ({slow} over it in all)"
+    else:
+        during = lr.slow_queries([q[:3] for q in queries], SLOW_MS, [])[0]
+        name = (f"queries over {SLOW_MS:g} ms (no {BUILD_RUNNING_METRIC} in /metrics: every slow query "
+                "counts as caused by a build)")
+    lines.append(f"{name}: target 0, measured {during}: " + ("met" if during == 0 else f"MISSED by {during}"))
+    return lines
+
+
+def run_live(args) -> dict:
+    from bench.live_corpus import document_stream, interleave, load_sources, query_questions
+
+    sources = load_sources(args.work)
+    print("stream: " + ", ".join(f"{name} {len(docs):,}" for name, docs in sources.items())
+          + " documents per pass", file=sys.stderr, flush=True)
+    source_name, questions = query_questions(args.work)
+    args.data = Path(tempfile.mkdtemp(prefix="data-", dir=args.work))
+    keys = create_keys(args.data)
+    server = Server(args.data)
+    try:
+        run = LiveRun(args, server, keys, document_stream(interleave(list(sources.values()))), questions)
+        rows = run.run()
+        burst = throughput(run, args.throughput_docs, args.catch_up_s) if args.throughput_docs else None
+    finally:
+        server.stop()
+    return {"rows": rows, "throughput": burst, "questions": source_name, "queries_all": lr.latency_summary(
+        [q[2] for q in run.queries]), "ingest_errors": run.ingest_errors, "query_errors": run.query_errors,
+        "targets": live_targets(rows, run.queries, run.samples, args.sample_s),
+        "sources": {name: len(docs) for name, docs in sources.items()}, "data": str(args.data)}
+
+
+def positive(kind):
+    def parse(text: str):
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        return value
+    return parse
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", choices=("live", "1m"), default="live")
+    parser.add_argument("--rows", type=positive(int), help="stop at this many rows (100000 live, 1000000 at 1m)")
+    parser.add_argument("--minutes", type=positive(float), help="live: stop after this long")
+    parser.add_argument("--every", type=positive(int), help="a table line every N rows (10000 live, 100000 at 1m)")
+    parser.add_argument("--rate", type=positive(float), default=20.0, help="live: documents/s ingested")
+    parser.add_argument("--batch", type=positive(int), default=10, help="live: documents per ingest request")
+    parser.add_argument("--preset", help="retrieval preset of the queries (default: the server's)")
+    parser.add_argument("--warmup", type=int, default=5, help="first queries left out of the figures")
+    parser.add_argument("--sample-s", type=positive(float), default=1.0, help="live: seconds between state samples")
+    parser.add_argument("--throughput-docs", type=int, default=1000,
+                        help="live: fresh documents of the closing throughput burst (0: none)")
+    parser.add_argument("--catch-up-s", type=positive(float), default=1800.0)
+    parser.add_argument("--work", type=Path, default=WORK, help=f"scratch folder, kept between runs (default {WORK})")
+    parser.add_argument("--keep", action="store_true", help="live: keep the data folder")
+    parser.add_argument("--data", type=Path, help="1m: the store (default WORK/store-1m; a rerun resumes it)")
+    parser.add_argument("--optimize", action="store_true",
+                        help="1m: build the vector graph offline (as `orgmem optimize`) before each measurement")
+    parser.add_argument("--queries", type=positive(int), default=200, help="1m: queries per measurement")
+    parser.add_argument("--settle-exact", type=int, default=10_000,
+                        help="1m: wait until at most this many rows are searched exactly (where /metrics says)")
+    parser.add_argument("--graph-wait", type=float, default=1800.0, help="1m: longest wait for that, seconds")
+    parser.add_argument("--base-seeds", type=positive(int), default=3, help="1m: organisations in the base")
+    parser.add_argument("--seed", type=int, default=17, help="1m: seed of the vectors' noise")
+    parser.add_argument("--out", type=Path, help="JSON report (default bench/out/live/<scale>.json)")
+    args = parser.parse_args(argv)
+    # A plain SIGTERM would skip the `finally` blocks that stop the server and remove its folder.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    scale = args.scale == "1m"
+    args.rows = args.rows or (1_000_000 if scale else 100_000)
+    args.every = args.every or (100_000 if scale else 10_000)
+    args.work = args.work.resolve()
+    args.work.mkdir(parents=True, exist_ok=True)
+    started = datetime.now(UTC)
+    load = os.getloadavg()
+    if scale:
+        from bench.live_store import run_scale
+
+        report = run_scale(args)
+    else:
+        try:
+            report = run_live(args)
+        finally:
+            if not args.keep and args.data is not None:
+                shutil.rmtree(args.data, ignore_errors=True)
+    report = {"scale": args.scale, "started": started.isoformat(timespec="seconds"), "cpus": os.cpu_count(),
+              "load_average_at_start": [round(v, 2) for v in load], "load_average_at_end":
+              [round(v, 2) for v in os.getloadavg()], "args": {k: str(v) for k, v in vars(args).items()}, **report}
+    print_summary(report)
+    out = args.out or OUT / f"{args.scale}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1))
+    print(f"\nreport: {out}")
+    return 0
+
+
+def print_summary(report: dict) -> None:
+    print(f"\nload average at start {report['load_average_at_start']}, at end {report['load_average_at_end']} "
+          f"({report['cpus']} CPUs)")
+    if report.get("notice"):
+        print(report["notice"])
+    if "queries_all" in report:
+        q = report["queries_all"]
+        print(f"all {q['n']} queries ({report['questions']} questions): p50 {lr.fmt(q['p50_ms'])}, p95 "
+              f"{lr.fmt(q['p95_ms'])}, p99 {lr.fmt(q['p99_ms'])}, max {lr.fmt(q['max_ms'])} ms; errors: ingest "
+              f"{report['ingest_errors'] or 'none'}, query {report['query_errors'] or 'none'}")
+    burst = report.get("throughput")
+    if burst and "error" not in burst:
+        print(lr.render_table(("documents/s", f"burst of {burst['documents']:,} fresh documents"), [
+            (burst["raw_encoder_docs_per_s"], f"raw encoder ({burst['raw_encoder']})"),
+            (burst["pipeline_docs_per_s"], "whole pipeline through HTTP, until the projections hold them "
+                                           f"({lr.fmt(burst['server_encoder_processes'])} encoder processes)"),
+            (f"{burst['ratio']:.3f}", "ratio")]))
+    elif burst:
+        print(f"throughput: {burst['error']}")
+    print("\ntargets:")
+    for line in report["targets"]:
+        print("  " + line)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

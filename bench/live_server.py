@@ -1,0 +1,121 @@
+"""The live benchmark's side of a real server (bench/live.py, bench/live_store.py): start and stop
+`orgmem serve`, create its clients' keys, sample its state (/readyz, /metrics, /v1/stats, RSS),
+time a query through HTTP, measure the data folder's disk."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from bench import live_report as lr
+
+# /metrics names of the live vector graph (services/api/metrics.py); "n/a" is printed where a
+# server lacks them (an older one, or a vector index without a live graph).
+GRAPH_ROWS_METRIC = "orgmem_vector_rows_in_graph"
+EXACT_ROWS_METRIC = "orgmem_vector_rows_searched_exactly"
+BUILD_RUNNING_METRIC = "orgmem_vector_builds_running"
+LAST_BUILD_SECONDS_METRIC = "orgmem_vector_last_build_duration_seconds"
+BUILDS_METRIC = "orgmem_vector_builds"  # by outcome; summed
+# Per key; three keys (writer, reader, admin) each stay far below it. The default (50/second;
+# 1500/minute) would throttle the query client, which sends its questions back to back.
+RATE_LIMIT = "500/second"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Server:
+    """`orgmem serve` on a data folder. Its stderr goes to a file beside the folder: a pipe nobody
+    reads would fill during an hour-long run and stall the server."""
+
+    def __init__(self, data: Path, timeout_s: float = 300.0):
+        self.port, self.log = free_port(), data.parent / f"{data.name}.server.log"
+        env = {**os.environ, "ORGMEM_AUTH__RATE_LIMIT": RATE_LIMIT, "ORGMEM_AUTH__BOOTSTRAP_ADMIN_KEY": "false"}
+        with open(self.log, "ab") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "services.cli", "--log-level", "WARNING", "serve", "--data", str(data),
+                 "--host", "127.0.0.1", "--port", str(self.port)], env=env, stdout=subprocess.DEVNULL, stderr=err)
+        self.url = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {self.log.read_text()[-2000:]}")
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"server did not start within {timeout_s:g} s")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def create_keys(data: Path) -> dict[str, str]:
+    """One key per client role of the default tenant; the tokens."""
+    from services.bootstrap import key_store_for
+    from services.settings import Settings
+
+    store = key_store_for(Settings(data_dir=data))
+    try:
+        return {role: store.create("default", f"live-{role}", role, "bench", unrestricted=role == "admin")[1]
+                for role in ("admin", "writer", "reader")}
+    finally:
+        store.close()
+
+
+def client(url: str, token: str) -> httpx.Client:
+    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120)
+
+
+def sample(http: httpx.Client, pid: int) -> dict:
+    """The server's state now: rows, log head and checkpoint, vector graph figures, RSS."""
+    ready = http.get("/readyz").json()
+    metrics = lr.parse_metrics(http.get("/metrics").text)
+    stats = http.get("/v1/stats").json()
+    count = lambda name: None if (v := lr.metric(metrics, name)) is None else int(v)  # noqa: E731
+    return {"t": time.monotonic(), "rows": stats["rows"].get("active", 0), "head": ready["log_head"],
+            "applied": ready["applied_position"], "status": ready["status"],
+            "graph_rows": count(GRAPH_ROWS_METRIC), "exact_rows": count(EXACT_ROWS_METRIC),
+            "building": lr.metric(metrics, BUILD_RUNNING_METRIC),
+            "last_build_s": lr.metric(metrics, LAST_BUILD_SECONDS_METRIC), "builds": count(BUILDS_METRIC),
+            "rss": lr.rss_bytes(pid), "tree_rss": lr.tree_rss_bytes(pid)}
+
+
+def timed_query(http: httpx.Client, question: str, preset: str | None) -> tuple[float, float, float, int, dict]:
+    body = {"q": question[:4096], **({"preset": preset} if preset else {})}
+    started = time.monotonic()
+    response = http.post("/v1/query", json=body)
+    ended = time.monotonic()
+    timings = response.json().get("timings_ms", {}) if response.status_code == 200 else {}
+    return started, ended, (ended - started) * 1000, response.status_code, timings
+
+
+def stage_p50(queries: list[tuple], stage: str) -> float | None:
+    value = lr.percentile([q[4][stage] for q in queries if stage in q[4]], 50)
+    return None if value is None else round(value, 1)
+
+
+def disk_parts(data: Path) -> dict[str, float | None]:
+    """MiB on disk: the whole data folder and each of its top-level entries (log, projections, cache)."""
+    parts = {"total": lr.mib(lr.disk_bytes(data))}
+    for entry in sorted(data.iterdir()):
+        size = lr.disk_bytes(entry) if entry.is_dir() else entry.lstat().st_blocks * 512
+        parts[entry.name] = lr.mib(size)
+    return parts

@@ -1,0 +1,452 @@
+"""VectorIndex for a live server on Qdrant Edge: a sealed shard with a graph, plus small shards
+searched exactly, sealed in a child process while searches go on.
+
+One folder holds the shards and `manifest.json`, which names them: `sealed` (graph segments) and
+`exact` (oldest first; the last is the live shard new rows go to, the others are frozen, waiting
+to be sealed). A search asks every shard and merges by score with the tie rule of `_payload`.
+
+Sealing (`seal_if_due`, or `optimize` for everything at once): the live shard is frozen and a
+fresh one takes new rows (manifest written); the sealed and frozen shards are flushed and copied
+aside, the only step that holds writes (not searches) back; a child process
+(qdrant_edge_build.py) builds the new sealed shard from the copies; the parent opens it, replays
+the state updates and moves the rows' writes made meanwhile to its points, replaces the manifest
+(os.replace), and drops the old shards once no search still reads them. The manifest is the
+truth: at open, any folder it does not name is an interrupted build or a shard never published,
+and is deleted; frozen shards stay searched exactly until the next build seals them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from itertools import chain
+from pathlib import Path
+
+import numpy as np
+
+from schemas.rows import Row
+from services.adapters.vector._payload import TIE_MARGIN, Scored, checked_limit, checked_query, rank
+from services.adapters.vector.qdrant_edge import QdrantEdgeVectorIndex, edge_filter
+from services.adapters.vector.qdrant_edge_build import BUILD_COMPLETE, SEALED_OPTIMIZERS
+from services.core.scope import Scope
+from services.errors import InvalidVectors, OrgmemError
+from services.ports import Hit
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+_SHARD_NAME = re.compile(r"[sx]-(\d{6})")  # s-: sealed (graph), x-: searched exactly
+LEGACY = "s-000000"  # a single-shard index from before the tiers, moved in as the sealed shard
+_PROJECT_ROOT = Path(__file__).resolve().parents[3]
+
+
+@dataclass(frozen=True, eq=False)
+class Tiers:
+    """The shards one search reads: replaced whole, never changed in place."""
+
+    sealed: QdrantEdgeVectorIndex | None
+    exact: tuple[QdrantEdgeVectorIndex, ...]  # oldest first; the last one takes new rows
+
+    def all(self) -> list[QdrantEdgeVectorIndex]:
+        return ([self.sealed] if self.sealed else []) + list(self.exact)
+
+    def manifest(self) -> dict:
+        return {"sealed": self.sealed.path.name if self.sealed else None, "exact": [s.path.name for s in self.exact]}
+
+
+@dataclass
+class _Journal:
+    """What happened to the points of the shards being sealed while the child built their copy."""
+
+    states: dict[str, Row] = field(default_factory=dict)
+    moved: set[str] = field(default_factory=set)  # re-upserted into the live shard
+
+
+@dataclass
+class BuildRecord:
+    done: int = 0
+    failed: int = 0
+    cancelled: int = 0  # by an erasure, a reset or close
+    last_finished_at: float | None = None  # unix time
+    last_seconds: float | None = None
+
+
+class BuildFailed(OrgmemError):
+    pass
+
+
+class TieredEdgeVectorIndex:
+    """seal_rows: rows searched exactly (frozen + live shards, and sealed points outside a graph)
+    at which `seal_if_due` starts a build. on_step(name) is called at each step of a build
+    ("frozen", "copied", "child-started", "built", "swapped", "dropped"): crash tests stop the
+    process there."""
+
+    def __init__(self, path: Path, dim: int, search_ef: int | None = None, seal_rows: int = 20_000,
+                 on_step: Callable[[str], None] | None = None):
+        if dim <= 0:
+            raise OrgmemError(f"dim: expected a positive vector size, got {dim}")
+        if not isinstance(seal_rows, int) or seal_rows < 1:
+            raise OrgmemError(f"vector_seal_rows: expected a positive integer, got {seal_rows!r}")
+        self.path, self.dim, self.seal_rows = Path(path), dim, seal_rows
+        self._search_ef, self._on_step = search_ef, on_step or (lambda step: None)
+        self._write = threading.RLock()  # writes, freezing and swapping never interleave
+        self._held = False  # the build gate is taken by builds_held, not by a build
+        self._build_gate = threading.Lock()  # held by the one build running
+        self._cancel = threading.Event()
+        self._child: subprocess.Popen | None = None
+        self._journal: _Journal | None = None
+        self._views = threading.Condition()
+        self._readers: Counter[Tiers] = Counter()
+        self.record = BuildRecord()
+        self._seq = 0
+        self._tiers = self._open()
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def _open(self) -> Tiers:
+        manifest = self._manifest_or_migrate()
+        self._seq = max((int(m.group(1)) for p in self.path.iterdir() if (m := _SHARD_NAME.fullmatch(p.name))),
+                        default=0)
+        sealed = self._shard(manifest["sealed"]) if manifest["sealed"] else None
+        exact = [self._shard(name) for name in manifest["exact"]]
+        if not exact:  # a migrated index: new rows need a live shard
+            exact.append(self._shard(self._new_name("x")))
+        tiers = Tiers(sealed, tuple(exact))
+        self._write_manifest(tiers)
+        keep = {MANIFEST, *tiers.manifest()["exact"], tiers.manifest()["sealed"]}
+        for stray in self.path.iterdir():  # unfinished builds, copies, shards never published
+            if stray.name not in keep:
+                shutil.rmtree(stray) if stray.is_dir() else stray.unlink()
+        return tiers
+
+    def _manifest_or_migrate(self) -> dict:
+        """The manifest; a single-shard index at `path` (from before the tiers) is moved inside
+        as the sealed shard first, one rename at a time, resumed if a crash cut it short."""
+        moving = self.path.with_name(self.path.name + ".legacy")
+        if not moving.exists() and (self.path / "edge_config.json").exists():
+            self.path.rename(moving)
+        self.path.mkdir(parents=True, exist_ok=True)
+        if moving.exists():
+            moving.rename(self.path / LEGACY)
+        if (self.path / MANIFEST).exists():
+            return json.loads((self.path / MANIFEST).read_text())
+        return {"sealed": LEGACY if (self.path / LEGACY).exists() else None, "exact": []}
+
+    def _shard(self, name: str) -> QdrantEdgeVectorIndex:
+        """Shards of the tiers have no write-ahead log: each write is flushed before it returns
+        (and the projector replays a batch cut short), and without one a shard is created in a
+        fraction of the time and copied without its preallocated log files."""
+        optimizers = SEALED_OPTIMIZERS if name.startswith("s-") else None
+        return QdrantEdgeVectorIndex(self.path / name, self.dim, self._search_ef, optimizers=optimizers,
+                                     wal=None if (self.path / name).exists() else False)
+
+    def _new_name(self, kind: str) -> str:
+        self._seq += 1
+        return f"{kind}-{self._seq:06d}"
+
+    def _write_manifest(self, tiers: Tiers) -> None:
+        staged = self.path / (MANIFEST + ".tmp")
+        with open(staged, "w") as out:
+            json.dump(tiers.manifest(), out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(staged, self.path / MANIFEST)
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _publish(self, tiers: Tiers) -> None:
+        with self._views:
+            self._tiers = tiers
+
+    @contextmanager
+    def _reading(self) -> Iterator[Tiers]:
+        with self._views:
+            tiers = self._tiers
+            self._readers[tiers] += 1
+        try:
+            yield tiers
+        finally:
+            with self._views:
+                self._readers[tiers] -= 1
+                if not self._readers[tiers]:
+                    del self._readers[tiers]
+                self._views.notify_all()
+
+    def _drain(self) -> None:
+        """Wait until every search reads the current tiers (searches take milliseconds)."""
+        with self._views:
+            self._views.wait_for(lambda: all(tiers is self._tiers for tiers in self._readers))
+
+    def close(self) -> None:
+        self._stop_build()
+        with self._build_gate, self._write:
+            for shard in self._tiers.all():
+                shard.close()
+
+    def reset(self) -> None:
+        self._stop_build()
+        with self._build_gate, self._write:
+            old = self._tiers
+            for shard in old.all():
+                shard.close()
+            shutil.rmtree(self.path, ignore_errors=True)
+            self._publish(self._open())
+
+    def count(self) -> int:
+        with self._reading() as tiers:
+            return sum(shard.count() for shard in tiers.all())
+
+    # --- writes ----------------------------------------------------------------------------
+
+    def upsert(self, rows: Sequence[Row], vectors: np.ndarray, positions: Mapping[str, int] | None = None) -> None:
+        """Into the live shard; a row already in an older shard leaves it (a re-upsert replaces)."""
+        with self._write:
+            tiers = self._tiers
+            refused: dict[str, str] = {}
+            try:
+                tiers.exact[-1].upsert(rows, vectors)
+            except InvalidVectors as exc:
+                refused = exc.problems
+                raise
+            finally:
+                went_in = [r.row_id for r in rows if r.row_id not in refused]
+                for shard in [*([tiers.sealed] if tiers.sealed else []), *tiers.exact[:-1]]:
+                    moved = shard.discard(went_in) if went_in else []
+                    if self._journal is not None:
+                        self._journal.moved.update(moved)
+
+    def update_state(self, rows: Sequence[Row], positions: Mapping[str, int] | None = None) -> None:
+        if not rows:
+            return
+        with self._write:
+            for shard in self._tiers.all():
+                shard.update_state(rows)
+            if self._journal is not None:
+                self._journal.states.update({row.row_id: row for row in rows})
+
+    def delete(self, row_ids: Sequence[str]) -> None:
+        """Erase rows from every shard (each rewritten without them: see QdrantEdgeVectorIndex.delete).
+        A running build is cancelled first, its copies deleted: they hold the rows too."""
+        self._stop_build()
+        with self._build_gate, self._write:
+            for shard in self._tiers.all():
+                shard.delete(row_ids)
+
+    # --- reads -----------------------------------------------------------------------------
+
+    def search(self, vector: np.ndarray, scope: Scope, limit: int, exact: bool = False) -> list[Hit]:
+        query = checked_query(vector, self.dim)
+        if checked_limit(limit) == 0:
+            return []
+        qfilter = edge_filter(scope)
+        if qfilter is None:
+            return []
+        fetch = limit + TIE_MARGIN
+        with self._reading() as tiers:
+            asked = [(shard, exact or shard is not tiers.sealed) for shard in tiers.all()]
+            while True:
+                found = [shard.nearest(query, qfilter, fetch, brute) for shard, brute in asked]
+                hits = _merged_cut(found, limit, fetch)
+                if hits is not None:
+                    return hits
+                fetch *= 4
+
+    def vectors(self, row_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        with self._reading() as tiers:
+            for shard in reversed(tiers.all()):  # newest first: a moved row's current vector
+                missing = [rid for rid in row_ids if rid not in found]
+                if not missing:
+                    break
+                found.update(shard.vectors(missing))
+        return found
+
+    # --- sealing ---------------------------------------------------------------------------
+
+    def graph_status(self) -> dict:
+        """Rows in a graph, rows searched exactly, and the builds (for /metrics and `orgmem stats`)."""
+        with self._reading() as tiers:
+            sealed, graphed = tiers.sealed.sizes() if tiers.sealed else (0, 0)
+            graphed = min(graphed, sealed)  # the engine counts a discarded point until its segment is rebuilt
+            exact = sum(shard.count() for shard in tiers.exact)
+        return {"rows_in_graph": graphed, "rows_searched_exactly": exact + sealed - graphed,
+                "seal_rows": self.seal_rows, "builds_running": int(self._build_gate.locked() and not self._held),
+                "builds_done": self.record.done, "builds_failed": self.record.failed,
+                "builds_cancelled": self.record.cancelled,
+                "last_build_finished_at": self.record.last_finished_at,
+                "last_build_seconds": self.record.last_seconds}
+
+    def seal_if_due(self) -> bool:
+        """Start a build in the background when the rows searched exactly reach `seal_rows`;
+        returns at once (True when one started)."""
+        if self._build_gate.locked() or self.graph_status()["rows_searched_exactly"] < self.seal_rows:
+            return False
+        if not self._build_gate.acquire(blocking=False):
+            return False
+        threading.Thread(target=self._build_then_release, name="orgmem-vector-seal", daemon=True).start()
+        return True
+
+    def optimize(self) -> bool:
+        """Seal every row now, waiting for the build (`orgmem optimize`); True when anything changed."""
+        if self.graph_status()["rows_searched_exactly"] == 0:
+            return False
+        with self._build_gate:
+            self._build()
+        return True
+
+    def _build_then_release(self) -> None:
+        try:
+            self._build()
+        except BuildFailed as exc:
+            log.log(logging.INFO if self._cancel.is_set() else logging.ERROR,
+                    "vector index at %s: sealing stopped (%s); the rows stay searched exactly", self.path, exc)
+        except Exception:
+            log.exception("vector index at %s: sealing failed; the rows stay searched exactly", self.path)
+        finally:
+            self._build_gate.release()
+
+    def _build(self) -> None:
+        started, clock = time.time(), time.perf_counter()
+        with self._write:
+            target = self.path / self._new_name("s")
+            inputs = target.with_name(target.name + ".inputs")
+        try:
+            with self._write:
+                frozen = self._freeze_and_copy(target, inputs)
+            self._run_child(target, inputs)
+            with self._write:
+                old = self._swap_in(frozen, target)
+            self._drain()
+            for shard in [*([old.sealed] if old.sealed else []), *frozen]:
+                shard.close()
+                shutil.rmtree(shard.path, ignore_errors=True)
+            self._on_step("dropped")
+        except BaseException:
+            if self._cancel.is_set():
+                self.record.cancelled += 1
+            else:
+                self.record.failed += 1
+            with self._write:
+                self._journal = None
+                if self._tiers.sealed is None or self._tiers.sealed.path != target:
+                    shutil.rmtree(target, ignore_errors=True)
+            raise
+        finally:
+            shutil.rmtree(inputs, ignore_errors=True)
+        self.record.done += 1
+        self.record.last_finished_at, self.record.last_seconds = time.time(), time.perf_counter() - clock
+        log.info("vector index at %s: sealed in %.1f s (started %s)", self.path, self.record.last_seconds,
+                 time.strftime("%H:%M:%S", time.localtime(started)))
+
+    def _freeze_and_copy(self, target: Path, inputs: Path) -> tuple[QdrantEdgeVectorIndex, ...]:
+        """A fresh live shard takes new rows; the sealed and frozen shards are copied for the child."""
+        tiers = self._tiers
+        frozen = tiers.exact
+        fresh = Tiers(tiers.sealed, (*frozen, self._shard(self._new_name("x"))))
+        self._write_manifest(fresh)
+        self._publish(fresh)
+        self._on_step("frozen")
+        inputs.mkdir()
+        for shard in tiers.all():
+            shard.flush()
+        if tiers.sealed is not None and tiers.sealed.carrying:
+            shutil.copytree(tiers.sealed.path, target)  # extended in place: only new rows get a graph
+        elif tiers.sealed is not None:
+            shutil.copytree(tiers.sealed.path, inputs / tiers.sealed.path.name)  # re-keyed by the child
+        for shard in frozen:
+            shutil.copytree(shard.path, inputs / shard.path.name)
+        self._journal = _Journal()
+        self._on_step("copied")
+        return frozen
+
+    def _run_child(self, target: Path, inputs: Path) -> None:
+        if self._cancel.is_set():
+            raise BuildFailed("cancelled before the build started")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(_PROJECT_ROOT), os.environ.get("PYTHONPATH")])))
+        self._child = subprocess.Popen(
+            [sys.executable, "-m", "services.adapters.vector.qdrant_edge_build", "--parent", str(os.getpid()),
+             "--target", str(target),
+             "--dim", str(self.dim), "--add", *sorted(str(p) for p in inputs.iterdir())],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        if self._cancel.is_set():  # cancelled while it started: _stop_build may not have seen it
+            self._child.kill()
+        self._on_step("child-started")
+        try:
+            _, err = self._child.communicate()
+        finally:
+            code, self._child = self._child.returncode, None
+        if self._cancel.is_set():
+            raise BuildFailed("cancelled")
+        if code != 0 or not (target / BUILD_COMPLETE).exists():
+            raise BuildFailed(f"the build process exited with {code}: {err.decode(errors='replace')[-2000:]}")
+        self._on_step("built")
+
+    def _swap_in(self, frozen: tuple[QdrantEdgeVectorIndex, ...], target: Path) -> Tiers:
+        if self._cancel.is_set():
+            raise BuildFailed("cancelled")
+        sealed = self._shard(target.name)
+        journal, self._journal = self._journal, None
+        old = self._tiers
+        new = Tiers(sealed, tuple(s for s in old.exact if s not in frozen))
+        try:
+            if journal.states:
+                sealed.update_state(list(journal.states.values()))
+            if journal.moved:
+                sealed.discard(sorted(journal.moved))
+            self._write_manifest(new)
+        except BaseException:
+            sealed.close()
+            raise
+        self._publish(new)
+        self._on_step("swapped")
+        return old
+
+    @contextmanager
+    def builds_held(self) -> Iterator[None]:
+        """No build runs inside (a backup copies the folder, whose shards a swap would replace): a
+        running one is cancelled, and none starts until the block ends."""
+        while not self._build_gate.acquire(timeout=0.1):
+            self._stop_build()
+        self._held = True
+        try:
+            yield
+        finally:
+            self._held = False
+            self._build_gate.release()
+
+    def _stop_build(self) -> None:
+        """Cancel a running build and wait until it has cleaned up."""
+        if not self._build_gate.locked():
+            return
+        self._cancel.set()
+        child = self._child
+        if child is not None:
+            child.kill()
+        with self._build_gate:
+            self._cancel.clear()
+
+
+def _merged_cut(found: list[list[Scored]], limit: int, fetch: int) -> list[Hit] | None:
+    """The first `limit` of several shards' ranked lists, or None when a shard that filled its
+    `fetch` may hold more hits tied with the last one kept (ask again for more)."""
+    seen: set[str] = set()
+    merged = [s for s in rank(chain.from_iterable(found)) if not (s.row_id in seen or seen.add(s.row_id))]
+    if len(merged) >= limit:
+        floor = merged[limit - 1].score
+        if any(len(part) >= fetch and part[-1].score >= floor for part in found):
+            return None
+    return [Hit(s.row_id, float(s.score)) for s in merged[:limit]]

@@ -1,0 +1,220 @@
+"""Document encoding over encoder processes: the same vectors in the same order as one encoder in
+process, a worker killed mid-batch replaced without losing its run, and no worker outliving its
+parent, even one killed in the middle of a run."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from services.adapters.embedder.process_pool import ProcessPoolEmbedder
+from services.errors import BackendUnavailable, OrgmemError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class ToyEncoder:
+    """A deterministic encoder with no model (a vector from the text's hash), optionally slow."""
+
+    name, dim = "toy", 8
+
+    def __init__(self, delay_s: float = 0.0, load_s: float = 0.0):
+        self.delay_s = delay_s
+        time.sleep(load_s)
+
+    def encode(self, texts):
+        time.sleep(self.delay_s * len(texts))
+        rows = [np.frombuffer(hashlib.sha256(t.encode()).digest()[:8], dtype=np.uint8) for t in texts]
+        vectors = np.array(rows, dtype=np.float32).reshape(len(texts), self.dim) + 1
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+class BrokenEncoder:
+    def __init__(self):
+        raise OrgmemError("cannot load embedding model 'nope'")
+
+
+class DyingEncoder(ToyEncoder):
+    """Dies on every run, like a worker the OOM killer takes each time."""
+
+    def encode(self, texts):
+        os._exit(9)
+
+
+def alive(pid: int) -> bool:
+    """Running, as opposed to gone or a zombie waiting for a reaper."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+def wait_gone(pids, timeout_s: float = 5.0) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.1)
+    return [p for p in pids if alive(p)]
+
+
+TEXTS = [f"note {i}: the {'long ' * (i % 9)}review of item {i}" for i in range(101)]
+
+
+@pytest.fixture
+def toy_pool():
+    pool = ProcessPoolEmbedder(ToyEncoder(), functools.partial(ToyEncoder, 0.002), processes=3)
+    yield pool
+    pool.close()
+
+
+def test_runs_come_back_in_order_from_every_worker(toy_pool):
+    vectors = toy_pool.encode(TEXTS)
+    np.testing.assert_array_equal(vectors, ToyEncoder().encode(TEXTS))
+    assert len(set(toy_pool.worker_pids())) == 3 and os.getpid() not in toy_pool.worker_pids()
+    # Fewer texts than the pool batch go to the process's own encoder; no worker is involved.
+    pids = toy_pool.worker_pids()
+    np.testing.assert_array_equal(toy_pool.encode(TEXTS[:5]), ToyEncoder().encode(TEXTS[:5]))
+    assert toy_pool.worker_pids() == pids and toy_pool.encode([]).shape == (0, 8)
+
+
+def test_a_small_pool_never_starts_workers_for_small_batches():
+    pool = ProcessPoolEmbedder(ToyEncoder(), functools.partial(ToyEncoder), processes=2)
+    try:
+        pool.encode(TEXTS[:31])
+        assert pool.worker_pids() == []
+    finally:
+        pool.close()
+
+
+def test_a_worker_killed_mid_batch_is_replaced_and_its_run_sent_again(toy_pool):
+    toy_pool.encode(TEXTS)  # started
+    victim = toy_pool.worker_pids()[1]
+    texts = [f"{t} again" for t in TEXTS] * 4  # ~0.27 s per worker
+    result = {}
+    thread = threading.Thread(target=lambda: result.update(v=toy_pool.encode(texts)))
+    thread.start()
+    time.sleep(0.1)
+    os.kill(victim, signal.SIGKILL)
+    thread.join(30)
+    np.testing.assert_array_equal(result["v"], ToyEncoder().encode(texts))
+    assert toy_pool.restarts == 1 and victim not in toy_pool.worker_pids()
+    assert len(toy_pool.worker_pids()) == 3
+    np.testing.assert_array_equal(toy_pool.encode(TEXTS), ToyEncoder().encode(TEXTS))  # and it keeps working
+
+
+def test_a_worker_killed_while_loading_is_started_again():
+    pool = ProcessPoolEmbedder(ToyEncoder(), functools.partial(ToyEncoder, load_s=1.0), processes=2)
+    result = {}
+    thread = threading.Thread(target=lambda: result.update(v=pool.encode(TEXTS)))
+    try:
+        thread.start()
+        deadline = time.monotonic() + 10
+        while len(pool.worker_pids()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        victim = pool.worker_pids()[0]
+        os.kill(victim, signal.SIGKILL)
+        thread.join(30)
+        np.testing.assert_array_equal(result["v"], ToyEncoder().encode(TEXTS))
+        assert victim not in pool.worker_pids() and len(pool.worker_pids()) == 2
+    finally:
+        pool.close()
+
+
+def test_a_worker_that_dies_on_every_run_fails_the_call_clearly():
+    pool = ProcessPoolEmbedder(ToyEncoder(), functools.partial(DyingEncoder), processes=2)
+    try:
+        with pytest.raises(BackendUnavailable, match="encoder processes.*failed twice"):
+            pool.encode(TEXTS)
+        assert pool.restarts >= 1
+    finally:
+        pool.close()
+
+
+def test_a_worker_that_cannot_load_its_model_says_why():
+    pool = ProcessPoolEmbedder(ToyEncoder(), functools.partial(BrokenEncoder), processes=2)
+    try:
+        with pytest.raises(BackendUnavailable, match="could not start.*cannot load embedding model 'nope'"):
+            pool.encode(TEXTS)
+        assert pool.worker_pids() == []
+    finally:
+        pool.close()
+
+
+def test_close_stops_every_worker_and_refuses_more_work(toy_pool):
+    toy_pool.encode(TEXTS)
+    pids = toy_pool.worker_pids()
+    toy_pool.close()
+    assert wait_gone(pids) == []
+    with pytest.raises(OrgmemError, match="after close"):
+        toy_pool.encode(TEXTS)
+
+
+def test_a_pool_needs_two_processes():
+    with pytest.raises(OrgmemError, match="encoder_processes"):
+        ProcessPoolEmbedder(ToyEncoder(), functools.partial(ToyEncoder), processes=1)
+
+
+PARENT = textwrap.dedent("""
+    import functools, sys, threading, time
+    from services.adapters.embedder.process_pool import ProcessPoolEmbedder
+    from tests.adapters.test_encoder_processes import ToyEncoder
+
+    delay_s = float(sys.argv[1])
+    pool = ProcessPoolEmbedder(ToyEncoder(), functools.partial(ToyEncoder, delay_s), processes=2)
+    run = threading.Thread(target=pool.encode, args=([f"text {i}" for i in range(40)],), daemon=True)
+    run.start()
+    if delay_s == 0:
+        run.join()  # idle workers, waiting for the next run
+    while len(pool.worker_pids()) < 2:
+        time.sleep(0.05)
+    time.sleep(1)
+    print(" ".join(map(str, pool.worker_pids())), flush=True)
+    time.sleep(120)
+""")
+
+
+@pytest.mark.parametrize("delay_s", ["0", "10"], ids=["idle", "mid-run"])
+def test_no_worker_outlives_a_parent_killed_with_sigkill(tmp_path, delay_s):
+    """Idle workers see their stdin close; a worker in a 200 s run sees its parent change."""
+    script = tmp_path / "parent.py"
+    script.write_text(PARENT)
+    parent = subprocess.Popen([sys.executable, str(script), delay_s], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                              env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    try:
+        pids = [int(p) for p in parent.stdout.readline().split()]
+        assert len(pids) == 2 and all(alive(p) for p in pids)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        assert wait_gone(pids) == []
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+@pytest.mark.slow
+def test_onnx_workers_give_the_in_process_vectors(tmp_path_factory):
+    from services.adapters.embedder.onnx_runtime import OnnxEmbedder
+
+    local = OnnxEmbedder("all-MiniLM-L6-v2")
+    texts = [*TEXTS, "ok", "Ünïcödé — résumé naïve café, 東京 🚀",
+             " ".join(f"calibration step {i} of the rig in building {i % 7}" for i in range(120))]
+    # Workers batch 16 texts where the process batches 64 (services.bootstrap.components.pooled).
+    pool = ProcessPoolEmbedder(local, functools.partial(OnnxEmbedder, "all-MiniLM-L6-v2", batch_size=16), processes=2)
+    try:
+        pooled = pool.encode(texts)
+        assert len(pool.worker_pids()) == 2
+    finally:
+        pool.close()
+    assert pooled.dtype == np.float32 and pooled.shape == (len(texts), local.dim)
+    np.testing.assert_allclose(pooled, local.encode(texts), rtol=0, atol=1e-6)
