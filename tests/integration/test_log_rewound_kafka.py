@@ -43,7 +43,8 @@ def test_a_broker_that_lost_its_data_stops_the_indexer_instead_of_skipping(tmp_p
     rows = SqliteRowStore(folder / "rows.sqlite")
     lexical, vectors = TantivyLexicalIndex(folder / "lexical"), QdrantEdgeVectorIndex(folder / "vectors", 384)
     keys = data_key_store_for(settings)
-    before = sealing(KafkaEventLog(broker.bootstrap, topic, timeout_ms=5_000), Sealer(keys))
+    kafka_before = KafkaEventLog(broker.bootstrap, topic, timeout_ms=5_000)
+    before = sealing(kafka_before, Sealer(keys))
     memory = assemble_memory(settings, before, rows, lexical, vectors, role="indexer")
     after = None
     try:
@@ -53,6 +54,9 @@ def test_a_broker_that_lost_its_data_stops_the_indexer_instead_of_skipping(tmp_p
         checkpoint = memory.checkpoint()
         assert checkpoint == before.head() > 0
 
+        # Its clients go first: asking a broker that auto-creates topics for this one's metadata
+        # would create it with the broker's default partitions (refused, rightly, as not one).
+        kafka_before.close()
         broker.stop()
         broker = Tansu(binary, port=broker.port)  # back empty, at the same address
         after = sealing(KafkaEventLog(broker.bootstrap, topic, timeout_ms=5_000), Sealer(keys))
