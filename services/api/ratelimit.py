@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from limits import parse_many
 from limits.storage import storage_from_string
-from limits.strategies import SlidingWindowCounterRateLimiter
+from limits.strategies import MovingWindowRateLimiter
 
 from services.errors import OrgmemError
 
@@ -60,7 +60,10 @@ class RateLimiter:
             raise OrgmemError(f"{setting}: cannot parse {limits!r}: {exc}") from None
         self.namespace, self.spec, self.setting = namespace, limits, setting
         try:
-            self._limiter = SlidingWindowCounterRateLimiter(storage_from_string(storage))
+            # A moving window, exact: "5/minute" means at most 5 in any 60 s. The sliding-window
+            # counter guesses the previous window's share, so just after a boundary it let a
+            # guesser through early; the exact log costs one timestamp per hit, `amount` per key.
+            self._limiter = MovingWindowRateLimiter(storage_from_string(storage))
         except Exception as exc:  # the library raises its own and its driver's errors here
             raise OrgmemError(f"auth.rate_limit_storage: cannot use {storage.split('@')[-1]!r}: {exc}") from None
         self._warned_at = 0.0

@@ -55,3 +55,32 @@ def test_the_429_names_the_limit_the_caller_the_setting_and_its_variable(tmp_pat
     finally:
         memory.close()
         lock.release()
+
+
+@pytest.mark.parametrize("where", ["memory", "redis"])
+def test_failure_windows_are_exact_across_a_window_boundary(where, tmp_path):
+    # "3 per 2 seconds" means at most 3 in any 2 s, also when the hits straddle the clock's
+    # window boundary (a window counter weighted the previous window and let a 4th through), and
+    # two API processes sharing Redis spend one budget.
+    import shutil
+
+    from tests.integration.test_celery_redis import Redis
+    if where == "memory":
+        first = second = RateLimiter("3 per 2 seconds")
+        server = None
+    else:
+        if shutil.which("redis-server") is None:
+            pytest.skip("redis-server not installed (apt-get install redis-server)")
+        server = Redis(free_port(), tmp_path).start()
+        first, second = (RateLimiter("3 per 2 seconds", server.url) for _ in range(2))
+    try:
+        time.sleep(2 - time.time() % 2 + 1.7)  # the hits land 0.3 s before a boundary of the 2 s clock
+        verdicts = [limiter.hit("198.51.100.9").allowed for limiter in (first, second, first)]
+        time.sleep(0.6)  # now 0.3 s past the boundary: all three are still inside the last 2 s
+        verdicts += [second.hit("198.51.100.9").allowed, first.hit("198.51.100.9").allowed]
+        assert verdicts == [True, True, True, False, False]
+        time.sleep(2.0)
+        assert first.hit("198.51.100.9").allowed  # the window moved past them
+    finally:
+        if server is not None:
+            server.stop()
