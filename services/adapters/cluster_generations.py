@@ -16,6 +16,7 @@ request; Qdrant: the collection is deleted and the alias created right after, tw
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -41,7 +42,38 @@ def next_generation(name: str, live: str | None) -> str:
     return generation_name(name, int(found.group(1)) + 1 if found else 1)
 
 
-class EsGenerations:
+class _Generations(ABC):
+    """What a rebuild does alike on both servers, through each one's `live`, `switch` and `drop`."""
+
+    name: str
+
+    @abstractmethod
+    def live(self) -> str | None: ...
+
+    @abstractmethod
+    def switch(self, new: str) -> None: ...
+
+    @abstractmethod
+    def drop(self, old: str) -> None: ...
+
+    def ensure(self, create) -> None:
+        """Give a new deployment generation 1 under the alias; `create(name)` makes a
+        generation (the row store's or the vector index's constructor). On Elasticsearch it is
+        safe to race: both steps are idempotent there."""
+        if self.live() is not None:
+            return
+        first = generation_name(self.name, 1)
+        create(first)
+        self.switch(first)
+
+    def next(self) -> str:
+        """The next generation's name, free (a crashed rebuild's leftovers under it are dropped)."""
+        new = next_generation(self.name, self.live())
+        self.drop(new)
+        return new
+
+
+class EsGenerations(_Generations):
     """The rows index's generations on one Elasticsearch cluster (`client`: elasticsearch-py)."""
 
     def __init__(self, client, name: str):
@@ -58,21 +90,6 @@ class EsGenerations:
             except NotFoundError:
                 return self.name if self.client.indices.exists(index=self.name) else None
         return next(iter(found))
-
-    def ensure(self, create) -> None:
-        """Give a new deployment generation 1 under the alias; `create(index)` makes a
-        generation's indices (the row store's constructor). Safe to race: both steps are idempotent."""
-        if self.live() is not None:
-            return
-        first = generation_name(self.name, 1)
-        create(first)
-        self.switch(first)
-
-    def next(self) -> str:
-        """The next generation's name, free (a crashed rebuild's leftovers under it are dropped)."""
-        new = next_generation(self.name, self.live())
-        self.drop(new)
-        return new
 
     def switch(self, new: str) -> None:
         """Point the four aliases at generation `new`, in one atomic request."""
@@ -117,7 +134,7 @@ class EsGenerations:
                 self.client.indices.delete_index_template(name=f"{old}-template")
 
 
-class QdrantGenerations:
+class QdrantGenerations(_Generations):
     """The vector collection's generations on one Qdrant server (or qdrant-client's local mode)."""
 
     def __init__(self, client: QdrantClient, name: str):
@@ -133,17 +150,6 @@ class QdrantGenerations:
         if aliased is not None:
             return aliased
         return self.name if self.name in self._collections() else None
-
-    def ensure(self, create) -> None:
-        if self.live() is None:
-            first = generation_name(self.name, 1)
-            create(first)
-            self.switch(first)
-
-    def next(self) -> str:
-        new = next_generation(self.name, self.live())
-        self.drop(new)
-        return new
 
     def switch(self, new: str) -> None:
         """Point the alias at `new`: one request of alias operations, applied atomically."""

@@ -14,7 +14,7 @@ from schemas.documents import DocumentIn
 from schemas.events import DocumentObserved, MaintenanceRunStarted, RowArchived
 from schemas.rows import Row, RowChange
 from services.adapters import elasticsearch_common as es
-from services.adapters.event_log import kafka
+from services.adapters.event_log import kafka, kafka_records
 from services.adapters.lexical.elasticsearch import search_body, tags_query, text_query
 from services.adapters.row_store.elasticsearch import (
     batch_operations,
@@ -25,28 +25,9 @@ from services.core.scope import Scope, admits
 from services.core.term_match import ALL_TERMS, ANY_TERM, TermMatch
 from services.errors import BackendUnavailable, OrgmemError
 from services.ports import RowMutation, SkippedDocument
+from tests.adapters.es_filters import matches
 
 T0 = datetime(2024, 3, 1, 9, tzinfo=UTC)
-
-
-def evaluate(query: dict, doc: dict) -> bool:
-    """A tiny interpreter of the filter DSL subset the adapters emit, over one ES document."""
-    (kind, body), = query.items()
-    if kind == "bool":
-        return (all(evaluate(q, doc) for q in body.get("filter", []) + body.get("must", []))
-                and not any(evaluate(q, doc) for q in body.get("must_not", [])))
-    if kind == "match_none":
-        return False
-    (field, value), = body.items()
-    have = doc.get(field)
-    values = have if isinstance(have, list) else ([] if have is None else [have])
-    if kind == "term":
-        return value in values
-    if kind == "terms":
-        return bool(set(values) & set(value))
-    if kind == "range":
-        return have is not None and have <= value["lte"]
-    raise AssertionError(f"unexpected clause {kind}")
 
 
 def random_row(rnd: random.Random, i: int) -> Row:
@@ -85,7 +66,7 @@ def test_scope_filter_equals_reference_semantics():
         scope = random_scope(rnd, rows)
         query = es.scoped(None, scope)
         expected = {r.row_id for r in rows if admits(r, scope)}
-        got = set() if query is None else {d["row_id"] for d in docs if evaluate(query, d)}
+        got = set() if query is None else {d["row_id"] for d in docs if matches(query, d)}
         assert got == expected, scope
 
 
@@ -134,8 +115,8 @@ def test_adaptive_lexical_body_asks_a_share_of_a_long_question_and_all_of_a_shor
 def test_kafka_positions_keys_and_topic():
     span = kafka.SPAN
     # Three events in the record at offset 41: the last one sits at 42 * SPAN.
-    assert [kafka.position_of(41, i, 3) for i in range(3)] == [42 * span - 2, 42 * span - 1, 42 * span]
-    assert kafka.position_of(0, 0, 1) == span and kafka.position_of(0, 0, span) == 1  # a full record starts at 1
+    assert [kafka_records.position_of(41, i, 3) for i in range(3)] == [42 * span - 2, 42 * span - 1, 42 * span]
+    assert kafka_records.position_of(0, 0, 1) == span and kafka_records.position_of(0, 0, span) == 1  # a full record starts at 1
     assert kafka.offset_after(0) == 0 and kafka.offset_after(42 * span - 2) == 41  # inside the record: read it again
     assert kafka.offset_after(42 * span) == 42  # its last event: the next record
     with pytest.raises(OrgmemError, match=">= 0"):

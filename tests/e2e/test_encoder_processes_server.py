@@ -6,29 +6,15 @@ from __future__ import annotations
 import os
 import signal
 import time
-from pathlib import Path
 
 import httpx
 import pytest
 
 from bench import server
-from tests.adapters.test_encoder_processes import alive, wait_gone
+from tests.adapters.test_encoder_processes import encoder_workers, wait_gone
 from tests.conftest import create_key, free_port
 
 pytestmark = pytest.mark.slow
-
-
-def encoder_workers(parent: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(fields[1]) == parent and b"process_pool" in cmdline and alive(int(stat.parent.name)):
-            found.append(int(stat.parent.name))
-    return sorted(found)
 
 
 def ingest_backlog(url: str, auth: dict, prefix: str, n: int = 64) -> None:

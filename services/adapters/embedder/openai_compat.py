@@ -16,20 +16,19 @@ key goes only into the Authorization header: never into logs, messages or reprs.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import numpy as np
 
+from services.adapters.http_retry import RetriesExhausted, post_with_retries
 from services.errors import BackendUnavailable, OrgmemError
 
 log = logging.getLogger(__name__)
 
 COMPONENT = "embedder (OpenAI-compatible endpoint)"
 PROBE = "orgmem embedding probe"
-MAX_RETRY_AFTER_S = 30.0
 
 
 class OpenAICompatEmbedder:
@@ -104,37 +103,16 @@ class OpenAICompatEmbedder:
 
     def _post(self, body: dict) -> object:
         url = f"{self.base_url}/embeddings"
-        problem = ""
-        for attempt in range(self.max_retries + 1):
-            wait = self.backoff_s * 2**attempt
-            try:
-                response = self._client.post(url, json=body)
-            except httpx.TimeoutException:
-                problem = f"timed out after {self.timeout_s:g} s"
-            except httpx.TransportError as exc:
-                problem = f"transport error ({type(exc).__name__})"
-            else:
-                status = response.status_code
-                if status == 200:
-                    try:
-                        return response.json()
-                    except ValueError as exc:
-                        raise BackendUnavailable(COMPONENT, f"{url} answered a body that is not JSON") from exc
-                if status != 429 and status < 500:
-                    # The request itself is wrong (model unknown, bad key): retrying cannot help.
-                    raise OrgmemError(f"embedder: {url} answered HTTP {status} for model {self.model!r}: "
-                                      f"{response.text[:300]}")
-                problem = f"HTTP {status}"
-                wait = max(wait, _retry_after(response))
-            if attempt < self.max_retries:
-                log.warning("embedder %s: %s; retry %d of %d in %.2f s", self.base_url, problem, attempt + 1,
-                            self.max_retries, wait)
-                time.sleep(wait)
-        raise BackendUnavailable(COMPONENT, f"{url}: {problem} after {self.max_retries + 1} attempts")
-
-
-def _retry_after(response: httpx.Response) -> float:
-    try:
-        return min(max(float(response.headers.get("retry-after", 0)), 0.0), MAX_RETRY_AFTER_S)
-    except ValueError:
-        return 0.0
+        try:
+            response = post_with_retries(self._client, url, body, max_retries=self.max_retries, backoff_s=self.backoff_s,
+                                         timeout_s=self.timeout_s, label=f"embedder {self.base_url}")
+        except RetriesExhausted as exc:
+            raise BackendUnavailable(COMPONENT, f"{url}: {exc}") from None
+        if response.status_code != 200:
+            # The request itself is wrong (model unknown, bad key): retrying cannot help.
+            raise OrgmemError(f"embedder: {url} answered HTTP {response.status_code} for model {self.model!r}: "
+                              f"{response.text[:300]}")
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise BackendUnavailable(COMPONENT, f"{url} answered a body that is not JSON") from exc

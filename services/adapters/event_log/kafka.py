@@ -15,13 +15,9 @@ broker it reads the same as read_committed, and it reads up to the high watermar
 transaction holds back — under read_committed another producer's open transaction on the topic
 holds the last stable offset back, and a position just handed out would read as past the head.
 
-Positions: the event at index i of the n events of the record at offset o is at position
-(o + 1) * SPAN - (n - 1 - i), SPAN = 2**16: a record's last event sits at (o + 1) * SPAN, so
-positions strictly increase in log order, are never reused, the head is `end offset * SPAN`
-without reading a record, and the event after position p is in the record at offset p // SPAN
-(the next one when p ends a record). A checkpoint can end inside a record when a reader's batch
-splits one: reading after p drops that record's events at or below p. A record holds at most SPAN
-events; positions stay below 2**53 (exact in the web console's JavaScript) for 2**37 records.
+Positions (kafka_records.py, with the envelope): SPAN = 2**16 per record, a record's last event
+at (offset + 1) * SPAN, so positions strictly increase in log order, are never reused, and the
+head is `end offset * SPAN` without reading a record.
 
 Size: a request of limits.max_body_bytes, sealed, must fit one record; the topic is created with
 `max.message.bytes` of `cluster.kafka_max_record_bytes` plus the envelope, the producer's
@@ -41,21 +37,25 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 
-from pydantic import TypeAdapter, ValidationError
-
-from schemas.events import Event, LoggedEvent, event_to_json
+from schemas.events import Event, LoggedEvent
+from services.adapters.event_log.kafka_records import (
+    BATCH_FORMAT,
+    COMPONENT,
+    ENVELOPE_ROOM,
+    FORMAT_HEADER,
+    SPAN,
+    batch_key,
+    encode_batch,
+    logged_events,
+    logged_from_record,
+    offset_after,
+)
 from services.errors import BackendUnavailable, Invalid, OrgmemError, TooLarge
 
 log = logging.getLogger(__name__)
 
-COMPONENT = "event log (Kafka)"
 PARTITION = 0
-SPAN = 2**16  # positions per record: a record holds at most SPAN events
-FORMAT_HEADER, BATCH_FORMAT = "format", b"batch-1"
-ENVELOPE_ROOM = 64 * 1024  # record batch header, key and headers, over the value's own bytes
-_EVENTS = TypeAdapter(list[Event])
 
 
 def topic_configs(max_record_bytes: int, min_insync_replicas: int | None = None) -> dict[str, str]:
@@ -69,58 +69,6 @@ def topic_configs(max_record_bytes: int, min_insync_replicas: int | None = None)
     if min_insync_replicas:
         configs["min.insync.replicas"] = str(min_insync_replicas)
     return configs
-
-
-def position_of(offset: int, index: int, count: int) -> int:
-    """Event `index` of the `count` events of the record at `offset`; the last is (offset + 1) * SPAN."""
-    return (offset + 1) * SPAN - (count - 1 - index)
-
-
-def offset_after(position: int) -> int:
-    """The offset of the record that holds the first event with a position greater than `position`."""
-    if position < 0:
-        raise OrgmemError(f"after: a log position is >= 0, got {position}")
-    return position // SPAN
-
-
-def encode_batch(events: Sequence[Event]) -> bytes:
-    return b"[" + b",".join(event_to_json(e).encode("utf-8") for e in events) + b"]"
-
-
-def batch_key(events: Sequence[Event]) -> bytes:
-    """The record's key: its tenant (a request's batch has one), the unit a partitioned log would split by."""
-    return events[0].tenant.encode("utf-8")
-
-
-def batch_of(record) -> list[Event]:
-    """The events of one record; a record in any other format is refused, never guessed at."""
-    found = dict(record.headers or []).get(FORMAT_HEADER)
-    if found != BATCH_FORMAT:
-        written = (f"format {found.decode(errors='replace')!r}, which this orgmem does not read" if found
-                   else "no format header: one event per record in Kafka transactions (the previous adapter's "
-                        "format) or another producer's record")
-        raise BackendUnavailable(COMPONENT, f"the record at offset {record.offset} has {written}; orgmem reads "
-                                            f"only {BATCH_FORMAT.decode()} batches from this topic (docs/cluster.md)")
-    try:
-        events = _EVENTS.validate_json(record.value)
-    except ValidationError as exc:
-        raise BackendUnavailable(COMPONENT, f"the batch at offset {record.offset} does not decode: {exc}") from exc
-    if not 0 < len(events) <= SPAN:
-        raise BackendUnavailable(COMPONENT, f"the batch at offset {record.offset} holds {len(events)} events")
-    return events
-
-
-def logged_from_record(record, after: int = 0) -> list[LoggedEvent]:
-    """The record's events with their positions, less those at or below `after` in the record that
-    `after` points into (a checkpoint inside a record). A record elsewhere is passed on whole, so
-    a log that hands out old positions again still shows them (the indexer stops on it)."""
-    events = batch_of(record)
-    at = datetime.fromtimestamp(record.timestamp / 1000, tz=UTC)
-    logged = [LoggedEvent(position=position_of(record.offset, i, len(events)), appended_at=at, event=e)
-              for i, e in enumerate(events)]
-    if record.offset == offset_after(after):
-        logged = [e for e in logged if e.position > after]
-    return logged
 
 
 @contextmanager
@@ -243,9 +191,7 @@ class KafkaEventLog:
             except BaseException:
                 self._restart_producer()
                 raise
-        at = datetime.fromtimestamp(metadata.timestamp / 1000, tz=UTC)
-        return [LoggedEvent(position=position_of(metadata.offset, i, len(events)), appended_at=at, event=e)
-                for i, e in enumerate(events)]
+        return logged_events(events, metadata.offset, metadata.timestamp)
 
     def _restart_producer(self) -> None:
         # After a failed send an idempotent producer's sequence numbers may be out of step with the

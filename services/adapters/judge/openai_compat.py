@@ -1,5 +1,6 @@
 """A judge behind any OpenAI-compatible chat-completions endpoint (hosted, vLLM, Ollama,
-llama.cpp server). httpx is imported here only; its errors become JudgeFailed at this boundary.
+llama.cpp server). httpx stays in the adapters (here and in their shared retries, http_retry);
+its errors become JudgeFailed at this boundary.
 
 Every answer is a JSON object, asked for twice: by `response_format` (a JSON schema, where the
 server supports it; a server that rejects it is asked again without it) and in the prompt.
@@ -13,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
 from collections.abc import Sequence
 from typing import Literal, TypeVar
 
@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from schemas.rows import Row
+from services.adapters.http_retry import RetriesExhausted, post_with_retries
 from services.core.maintenance.judging import (
     MERGED_MAX_TOKENS,
     GroupLabel,
@@ -277,44 +278,23 @@ class OpenAICompatJudge:
 
     def _post(self, call: str, body: dict) -> httpx.Response:
         url = f"{self.base_url}/chat/completions"
-        attempts = self.max_retries + 1
-        problem = ""
-        attempt = 0
-        while attempt < attempts:
-            wait = self.backoff_s * 2**attempt
-            try:
-                response = self._client.post(url, json=body)
-            except httpx.TimeoutException:
-                problem = f"timed out after {self.timeout_s}s"
-            except httpx.TransportError as exc:
-                problem = f"transport error ({type(exc).__name__})"
-            else:
-                status = response.status_code
-                if status == 200:
-                    return response
-                text = self._redact(response.text[:300])
-                if status == 400 and "response_format" in body and re.search(r"response_format|json_schema", text):
-                    # This server has no structured output: rely on the prompt alone from now on.
-                    log.info("judge %s: server rejected response_format; asking without it", self.name)
-                    self.structured_output = False
-                    body = {k: v for k, v in body.items() if k != "response_format"}
-                    continue
-                if status != 429 and status < 500:
-                    raise JudgeFailed(f"{call}: HTTP {status} from {self.name}: {text}")
-                problem = f"HTTP {status}"
-                wait = max(wait, _retry_after(response))
-            attempt += 1
-            if attempt < attempts:
-                log.warning(
-                    "judge %s %s: %s; retry %d of %d in %.2fs", self.name, call, problem, attempt, self.max_retries, wait
-                )
-                time.sleep(wait)
-        raise JudgeFailed(f"{call}: {problem} from {self.name}, {attempts} attempts")
+        try:
+            response = post_with_retries(self._client, url, body, max_retries=self.max_retries, backoff_s=self.backoff_s,
+                                         timeout_s=self.timeout_s, label=f"judge {self.name} {call}",
+                                         amend=self._without_response_format)
+        except RetriesExhausted as exc:
+            raise JudgeFailed(f"{call}: {exc.problem} from {self.name}, {exc.attempts} attempts") from None
+        if response.status_code != 200:
+            raise JudgeFailed(f"{call}: HTTP {response.status_code} from {self.name}: "
+                              f"{self._redact(response.text[:300])}")
+        return response
 
-
-def _retry_after(response: httpx.Response) -> float:
-    """A server's Retry-After in seconds (capped: maintenance may wait, but not for ever)."""
-    try:
-        return min(float(response.headers.get("retry-after", 0)), 30.0)
-    except ValueError:
-        return 0.0
+    def _without_response_format(self, response: httpx.Response, body: dict) -> dict | None:
+        """The request again without `response_format`, when the server refused it for that."""
+        text = self._redact(response.text[:300])
+        if response.status_code == 400 and "response_format" in body and re.search(r"response_format|json_schema", text):
+            # This server has no structured output: rely on the prompt alone from now on.
+            log.info("judge %s: server rejected response_format; asking without it", self.name)
+            self.structured_output = False
+            return {k: v for k, v in body.items() if k != "response_format"}
+        return None

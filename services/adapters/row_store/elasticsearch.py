@@ -27,6 +27,20 @@ from datetime import datetime
 
 from schemas.rows import Row, RowChange
 from services.adapters import elasticsearch_common as es
+from services.adapters.row_store.elasticsearch_documents import (
+    COMPANIONS,
+    HEAD_FIELDS,
+    VERSION_FIELDS,
+    batch_operations,
+    change_from,
+    companion_settings,
+    decode_batch,
+    encode_batch,
+    head_from,
+    steps_by_query,
+    version_fields,
+    versions_query,
+)
 from services.core.scope import Scope
 from services.core.versions import VersionFields
 from services.errors import OrgmemError, ProjectionFenced
@@ -35,95 +49,6 @@ from services.ports import RowHead, RowMutation, SkippedDocument
 COMPONENT = "row store (Elasticsearch)"
 _CHECKPOINT = "checkpoint"
 _PAGE = 1000
-_HEAD_FIELDS = ["row_id", "thread", "ingest_position", "event_time", "ingested_at"]  # a RowHead
-_VERSION_FIELDS = [*_HEAD_FIELDS, "tenant", "acl", "state", "superseded_by"]  # a VersionFields
-
-_K = {"type": "keyword"}
-HISTORY_MAPPINGS = {"dynamic": "strict", "properties": {
-    "row_id": _K, "tenant": _K, "position": {"type": "long"}, "at": {"type": "date"}, "at_us": {"type": "long"},
-    "change": _K, "state": _K, "superseded_by": _K, "run_id": _K, "reason": {"type": "text", "index": False},
-}}
-SKIPPED_MAPPINGS = {"dynamic": "strict", "properties": {
-    "row_id": _K, "position": {"type": "long"}, "reason": _K, "duplicate_of": _K, "tenant": _K,
-}}
-META_MAPPINGS = {"dynamic": "strict", "properties": {
-    "applied_position": {"type": "long"},
-    # The redo record of the batch being applied: kept whole in _source, never indexed.
-    "pending": {"type": "object", "enabled": False},
-}}
-
-
-def history_document(mutation: RowMutation) -> dict:
-    change = mutation.change
-    doc = {"row_id": mutation.row.row_id, "tenant": mutation.row.tenant, "position": change.position,
-           "at": es.iso(change.at), "at_us": es.micros(change.at), "change": change.change, "state": change.state,
-           "reason": change.reason}
-    if change.superseded_by is not None:
-        doc["superseded_by"] = change.superseded_by
-    if change.run_id is not None:
-        doc["run_id"] = change.run_id
-    return doc
-
-
-def batch_operations(index: str, mutations: Sequence[RowMutation], skipped: Sequence[SkippedDocument]) -> list[dict]:
-    """The bulk body of one batch. History and skips are `create` (a replay finds them there:
-    409, tolerated = INSERT OR IGNORE); rows are `index` with the position of their state as an
-    external version (a replay, or a stale writer, gets a 409 and the stored state stays)."""
-    ops: list[dict] = []
-    for mutation in mutations:
-        row_id = mutation.row.row_id
-        ops += [{"index": {"_index": index, "_id": row_id, "version": mutation.change.position,
-                           "version_type": "external"}}, es.row_document(mutation.row)]
-        ops += [{"create": {"_index": f"{index}-history", "_id": f"{row_id}:{mutation.change.position}"}},
-                history_document(mutation)]
-    for skip in skipped:
-        doc = {"row_id": skip.row_id, "position": skip.position, "reason": skip.reason}
-        if skip.duplicate_of is not None:
-            doc["duplicate_of"] = skip.duplicate_of
-        if skip.tenant is not None:
-            doc["tenant"] = skip.tenant
-        ops += [{"create": {"_index": f"{index}-skipped", "_id": f"{skip.row_id}:{skip.position}"}}, doc]
-    return ops
-
-
-def versions_query(tenant: str, threads: Sequence[str], row_ids: Sequence[str]) -> dict:
-    """The rows of a tenant in `threads` or among `row_ids` (what `versions_of` reads)."""
-    either = [{"terms": {"thread": sorted(threads)}}] if threads else []
-    either += [{"terms": {"row_id": sorted(row_ids)}}] if row_ids else []
-    return {"bool": {"filter": [{"term": {"tenant": tenant}},
-                                {"bool": {"should": either, "minimum_should_match": 1}}]}}
-
-
-def steps_by_query(tenant: str, row_ids: Sequence[str], known_at: datetime) -> dict:
-    """The maintenance steps of these rows up to known_at (a row without one was active then,
-    superseded by nothing: its first step, 'observed', says so)."""
-    return {"bool": {"filter": [{"term": {"tenant": tenant}}, {"terms": {"row_id": sorted(row_ids)}},
-                                {"range": {"at_us": {"lte": es.micros(known_at)}}}],
-                     "must_not": [{"term": {"change": "observed"}}]}}
-
-
-def version_fields(source: dict, step: dict | None) -> VersionFields:
-    """A row's version fields; with `step` (its last step by known_at), its state then."""
-    state, pointer = (source.get("state", "active"), source.get("superseded_by")) if step is None \
-        else (step["state"], step.get("superseded_by"))
-    return VersionFields(source["row_id"], source["tenant"], source.get("thread"), es.parse_iso(source.get("event_time")),
-                         es.parse_iso(source["ingested_at"]), source["ingest_position"], tuple(source.get("acl", [])),
-                         state, pointer)
-
-
-def encode_batch(mutations: Sequence[RowMutation], skipped: Sequence[SkippedDocument], position: int) -> dict:
-    return {
-        "position": position,
-        "mutations": [{"row": m.row.model_dump(mode="json"), "change": m.change.model_dump(mode="json")}
-                      for m in mutations],
-        "skipped": [[s.row_id, s.position, s.reason, s.duplicate_of, s.tenant] for s in skipped],
-    }
-
-
-def decode_batch(pending: dict) -> tuple[list[RowMutation], list[SkippedDocument], int]:
-    mutations = [RowMutation(row=Row.model_validate(m["row"]), change=RowChange.model_validate(m["change"]))
-                 for m in pending["mutations"]]
-    return mutations, [SkippedDocument(*s) for s in pending["skipped"]], int(pending["position"])
 
 
 class ElasticsearchRowStore:
@@ -146,7 +71,7 @@ class ElasticsearchRowStore:
         es.ensure_template_and_index(self.client, COMPONENT, self.index, self.shards, self.replicas)
         from elasticsearch import BadRequestError
 
-        for suffix, mappings in (("history", HISTORY_MAPPINGS), ("skipped", SKIPPED_MAPPINGS), ("meta", META_MAPPINGS)):
+        for suffix, mappings in COMPANIONS:
             name = f"{self.index}-{suffix}"
             with es.driver_errors(COMPONENT, f"create {name}"):
                 if self.client.indices.exists(index=name):
@@ -154,9 +79,8 @@ class ElasticsearchRowStore:
                         self.client.indices.put_mapping(index=name, properties=mappings["properties"])
                     continue
                 try:
-                    self.client.indices.create(index=name, mappings=mappings, settings={
-                        "number_of_shards": 1 if suffix == "meta" else self.shards,
-                        "number_of_replicas": self.replicas})
+                    self.client.indices.create(index=name, mappings=mappings,
+                                               settings=companion_settings(suffix, self.shards, self.replicas))
                 except BadRequestError as exc:
                     if "resource_already_exists" not in str(exc):
                         raise
@@ -258,7 +182,7 @@ class ElasticsearchRowStore:
         return {doc["_id"]: es.row_from_document(doc["_source"]) for doc in self._mget(row_ids)}
 
     def heads(self, row_ids: Sequence[str]) -> dict[str, RowHead]:
-        return {doc["_id"]: _head_from(doc["_source"]) for doc in self._mget(row_ids, _HEAD_FIELDS)}
+        return {doc["_id"]: head_from(doc["_source"]) for doc in self._mget(row_ids, HEAD_FIELDS)}
 
     def _mget(self, row_ids: Sequence[str], fields: list[str] | None = None) -> Iterator[dict]:
         ids = list(dict.fromkeys(row_ids))
@@ -292,9 +216,7 @@ class ElasticsearchRowStore:
 
     def history(self, row_id: str) -> list[RowChange]:
         hits = self._scan(f"{self.index}-history", {"term": {"row_id": row_id}}, [{"position": "asc"}], "history")
-        return [RowChange(position=s["position"], at=s["at"], change=s["change"], state=s["state"],
-                          superseded_by=s.get("superseded_by"), run_id=s.get("run_id"), reason=s.get("reason", ""))
-                for s in (h["_source"] for h in hits)]
+        return [change_from(h["_source"]) for h in hits]
 
     def thread(self, tenant: str, thread: str, readers: frozenset[str] | None = None,
                limit: int | None = None) -> list[Row]:
@@ -314,7 +236,7 @@ class ElasticsearchRowStore:
             return []
         sort = [{"ingest_position": "asc"}, {"row_id": "asc"}]
         sources = [h["_source"] for h in self._scan(self.index, versions_query(tenant, threads, row_ids), sort,
-                                                   "versions", fields=_VERSION_FIELDS)]
+                                                   "versions", fields=VERSION_FIELDS)]
         if known_at is None:
             return [version_fields(source, None) for source in sources]
         last: dict[str, dict] = {source["row_id"]: {"state": "active"} for source in sources}
@@ -354,8 +276,8 @@ class ElasticsearchRowStore:
             return []
         if exclude:
             query["bool"].setdefault("must_not", []).append({"ids": {"values": list(exclude)}})
-        hits = self._search(self.index, query, [{"ingest_position": "desc"}], limit, "recent", _HEAD_FIELDS)
-        return [_head_from(hit["_source"]) for hit in hits]
+        hits = self._search(self.index, query, [{"ingest_position": "desc"}], limit, "recent", HEAD_FIELDS)
+        return [head_from(hit["_source"]) for hit in hits]
 
     def in_scope(self, scope: Scope, limit: int = 1_000_000) -> list[Row]:
         """Every row of a scope (maintenance passes), in ingest order."""
@@ -381,11 +303,9 @@ class ElasticsearchRowStore:
         ids = list(dict.fromkeys(row_ids))
         for start in range(0, len(ids), _PAGE):
             query = {"terms": {"row_id": ids[start : start + _PAGE]}}
-            for s in (h["_source"] for h in self._scan(f"{self.index}-history", query,
-                                                       [{"row_id": "asc"}, {"position": "asc"}], "histories")):
-                out.setdefault(s["row_id"], []).append(RowChange(
-                    position=s["position"], at=s["at"], change=s["change"], state=s["state"],
-                    superseded_by=s.get("superseded_by"), run_id=s.get("run_id"), reason=s.get("reason", "")))
+            for hit in self._scan(f"{self.index}-history", query, [{"row_id": "asc"}, {"position": "asc"}],
+                                  "histories"):
+                out.setdefault(hit["_source"]["row_id"], []).append(change_from(hit["_source"]))
         return out
 
     def inactive_at(self, tenant: str, known_at: datetime) -> frozenset[str]:
@@ -417,8 +337,3 @@ class ElasticsearchRowStore:
 
     def close(self) -> None:
         self.client.close()
-
-
-def _head_from(source: dict) -> RowHead:
-    return RowHead(source["row_id"], source.get("thread"), source["ingest_position"],
-                   es.parse_iso(source.get("event_time")), es.parse_iso(source["ingested_at"]))

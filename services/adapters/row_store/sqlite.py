@@ -20,52 +20,13 @@ from datetime import datetime
 from pathlib import Path
 
 from schemas.rows import Row, RowChange
-from services.adapters.sqlite_common import (
-    decode_time,
-    encode_time,
-    open_with_schema,
-    rollback_quietly,
-    translated,
-)
+from services.adapters.row_store.sqlite_schema import COMPONENT, open_row_store
+from services.adapters.row_store.sqlite_thread_cache import ThreadFieldsCache
+from services.adapters.sqlite_common import decode_time, encode_time, rollback_quietly, translated
 from services.core.scope import Scope, acl_tokens
 from services.core.versions import VersionFields
 from services.core.write_rules import author_scope, content_hash
 from services.ports import RowHead, RowMutation, SkippedDocument
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS rows (
-    row_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, text TEXT NOT NULL, author TEXT NOT NULL,
-    author_scope TEXT NOT NULL, content_hash TEXT NOT NULL, event_time TEXT, kind TEXT NOT NULL,
-    thread TEXT, title TEXT, tags TEXT NOT NULL, participants TEXT NOT NULL, acl TEXT NOT NULL,
-    source TEXT, source_id TEXT, ingest_position INTEGER NOT NULL, ingested_at TEXT NOT NULL,
-    state TEXT NOT NULL, superseded_by TEXT, derived_from TEXT NOT NULL,
-    state_position INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS rows_recent ON rows(tenant, ingest_position);
-CREATE INDEX IF NOT EXISTS rows_text ON rows(tenant, author_scope, content_hash, state);
-CREATE INDEX IF NOT EXISTS rows_thread ON rows(tenant, thread);
--- Covers what versions_of reads of a thread's rows, so that a query's versions never load the wide
--- rows (their texts): a third of the time for the ~700 rows of a k = 50 answer's threads.
-CREATE INDEX IF NOT EXISTS rows_versions ON rows(tenant, thread, event_time, ingested_at, ingest_position, state,
-    superseded_by, acl, row_id);
-CREATE UNIQUE INDEX IF NOT EXISTS rows_source ON rows(tenant, source, source_id) WHERE source_id IS NOT NULL;
-CREATE TABLE IF NOT EXISTS row_acl (row_id TEXT NOT NULL, token TEXT NOT NULL, PRIMARY KEY (row_id, token));
-CREATE INDEX IF NOT EXISTS row_acl_token ON row_acl(token, row_id);
-CREATE TABLE IF NOT EXISTS history (
-    row_id TEXT NOT NULL, position INTEGER NOT NULL, at TEXT NOT NULL, change TEXT NOT NULL,
-    state TEXT NOT NULL, superseded_by TEXT, run_id TEXT, reason TEXT NOT NULL,
-    PRIMARY KEY (row_id, position)
-);
-CREATE INDEX IF NOT EXISTS history_changes ON history(change, row_id);
-CREATE TABLE IF NOT EXISTS skipped (
-    row_id TEXT NOT NULL, position INTEGER NOT NULL, reason TEXT NOT NULL, duplicate_of TEXT, tenant TEXT,
-    PRIMARY KEY (row_id, position)
-);
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
-
-# Driver errors are the storage failing: BackendUnavailable(COMPONENT), answered 503.
-COMPONENT = "row store (sqlite)"
 
 _COLUMNS = (
     "row_id, tenant, text, author, event_time, kind, thread, title, tags, participants, acl, "
@@ -142,35 +103,9 @@ def scope_sql(scope: Scope) -> tuple[str, list]:
 class SqliteRowStore:
     def __init__(self, path: Path):
         self.path = Path(path)
-        self._conn = open_with_schema(self.path, _SCHEMA, COMPONENT)
-        with translated(COMPONENT):
-            # An erased row's bytes are zeroed where they lay, not left in a free page (erase()).
-            self._conn.execute("PRAGMA secure_delete=ON")
+        self._conn = open_row_store(self.path)
         self._lock = threading.Lock()
-        self._add_skip_tenants()
-        self._add_state_positions()
-
-    def _add_skip_tenants(self) -> None:
-        """A store written before skips carried their tenant gains the column; a repeat takes the
-        tenant of the row it repeats. An old empty skip keeps none (counted only over all tenants;
-        `orgmem rebuild` attributes it)."""
-        with translated(COMPONENT):
-            columns = {c[1] for c in self._conn.execute("PRAGMA table_info(skipped)")}
-            if "tenant" not in columns:
-                self._conn.executescript(
-                    "BEGIN; ALTER TABLE skipped ADD COLUMN tenant TEXT; UPDATE skipped SET tenant = "
-                    "(SELECT r.tenant FROM rows r WHERE r.row_id = skipped.duplicate_of); COMMIT;")
-
-    def _add_state_positions(self) -> None:
-        """A store written before rows carried the position of their state gains the column: the
-        position of each row's last step, or its ingest position."""
-        with translated(COMPONENT):
-            columns = {c[1] for c in self._conn.execute("PRAGMA table_info(rows)")}
-            if "state_position" not in columns:
-                self._conn.executescript(
-                    "BEGIN; ALTER TABLE rows ADD COLUMN state_position INTEGER NOT NULL DEFAULT 0; "
-                    "UPDATE rows SET state_position = COALESCE((SELECT MAX(h.position) FROM history h "
-                    "WHERE h.row_id = rows.row_id), ingest_position); COMMIT;")
+        self._thread_cache = ThreadFieldsCache()  # guarded by _lock
 
     def _query(self, sql: str, args: Sequence = ()) -> list[tuple]:
         with self._lock, translated(COMPONENT):
@@ -224,6 +159,29 @@ class SqliteRowStore:
         threads, row_ids = sorted(set(threads)), sorted(set(row_ids))
         if not threads and not row_ids:
             return []
+        with self._lock, translated(COMPONENT):
+            if known_at is not None:
+                fields = self._version_fields(tenant, threads, row_ids, known_at)
+            else:  # the threads from the cache where it has them (sqlite_thread_cache.py)
+                cache = self._thread_cache
+                cache.seen_data_version(self._conn.execute("PRAGMA data_version").fetchone()[0])
+                cached = {thread: cache.get(tenant, thread) for thread in threads}
+                missing = [thread for thread, found in cached.items() if found is None]
+                read: dict[str, dict[str, VersionFields]] = {thread: {} for thread in missing}
+                fields = self._version_fields(tenant, missing, row_ids, None)
+                for f in fields:
+                    if f.thread in read:
+                        read[f.thread][f.row_id] = f
+                for thread, found in read.items():
+                    cache.put(tenant, thread, tuple(found.values()))
+                fields += [f for found in cached.values() if found for f in found]
+        return list({f.row_id: f for f in fields}.values())  # a named row may be in a thread too
+
+    def _version_fields(self, tenant: str, threads: Sequence[str], row_ids: Sequence[str],
+                        known_at: datetime | None) -> list[VersionFields]:
+        """The rows of `threads` and the rows `row_ids`, with state and pointer as of `known_at`."""
+        if not threads and not row_ids:
+            return []
         # With known_at, a row's state and pointer are those of its last step by then.
         state, pointer, join, args = "r.state", "r.superseded_by", "", []
         if known_at is not None:
@@ -234,13 +192,12 @@ class SqliteRowStore:
         # Two lookups, by thread (on the covering index) and by id; one condition with OR would
         # scan the whole tenant.
         selected = (f"r.row_id, r.tenant, r.thread, r.event_time, r.ingested_at, r.ingest_position, r.acl, {state}, "
-                   f"{pointer} FROM rows r {join}")
-        records = self._query(
+                    f"{pointer} FROM rows r {join}")
+        records = self._conn.execute(
             f"SELECT {selected} WHERE r.tenant = ? AND r.thread IN ({','.join('?' * len(threads))}) UNION ALL "
             f"SELECT {selected} WHERE r.tenant = ? AND r.row_id IN ({','.join('?' * len(row_ids))})",
             (*args, tenant, *threads, *args, tenant, *row_ids),
-        )
-        records = list({record[0]: record for record in records}.values())  # a named row may be in a thread too
+        ).fetchall()
         acls: dict[str, tuple[str, ...]] = {}  # a store has few distinct lists: each is parsed once
         return [VersionFields(rid, ten, thread, decode_time(event), decode_time(ingested), position,
                               acls[acl] if acl in acls else acls.setdefault(acl, tuple(_list(acl))), st, sb)
@@ -334,6 +291,7 @@ class SqliteRowStore:
     def apply(self, mutations: Sequence[RowMutation], skipped: Sequence[SkippedDocument], position: int) -> None:
         with self._lock, translated(COMPONENT):
             conn = self._conn
+            self._thread_cache.drop((m.row.tenant, m.row.thread) for m in mutations if m.row.thread)
             conn.execute("BEGIN IMMEDIATE")
             try:
                 for mutation in mutations:
@@ -386,6 +344,7 @@ class SqliteRowStore:
         ids = list(dict.fromkeys(row_ids))
         with self._lock, translated(COMPONENT):
             conn = self._conn
+            self._thread_cache.clear()
             conn.execute("BEGIN IMMEDIATE")
             try:
                 stored: list[str] = []
@@ -422,6 +381,7 @@ class SqliteRowStore:
 
     def reset(self) -> None:
         with self._lock, translated(COMPONENT):
+            self._thread_cache.clear()
             self._conn.executescript(
                 "BEGIN; DELETE FROM rows; DELETE FROM row_acl; DELETE FROM history; "
                 "DELETE FROM skipped; DELETE FROM meta; COMMIT;"

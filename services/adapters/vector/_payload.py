@@ -38,6 +38,20 @@ GRAPH_FIELDS = frozenset({TENANT_FIELD, "acl", "kind"})
 HIT_FIELDS = ["row_id", "ingest_position"]
 
 
+class PayloadIndex(NamedTuple):
+    name: str
+    kind: Literal["tenant", "keyword", "datetime"]  # tenant: a keyword index that partitions the data
+    graph: bool  # extra HNSW links per value (GRAPH_FIELDS)
+
+
+# The payload indexes both adapters create, each in its own driver's terms.
+PAYLOAD_INDEXES = (
+    PayloadIndex(TENANT_FIELD, "tenant", TENANT_FIELD in GRAPH_FIELDS),
+    *(PayloadIndex(name, "keyword", name in GRAPH_FIELDS) for name in KEYWORD_FIELDS),
+    *(PayloadIndex(name, "datetime", name in GRAPH_FIELDS) for name in DATETIME_FIELDS),
+)
+
+
 def point_id(row_id: str) -> str:
     """Qdrant accepts only unsigned ints or UUIDs as ids; a name-based UUID is deterministic."""
     return str(uuid.uuid5(POINT_NAMESPACE, row_id))

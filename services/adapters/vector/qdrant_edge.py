@@ -15,29 +15,22 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence, Set
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 from qdrant_edge import (
     AcornSearchParams,
-    DatetimeIndexParams,
     Distance,
     EdgeConfig,
     EdgeOptimizersConfig,
     EdgeShard,
     EdgeVectorParams,
-    FieldCondition,
     Filter,
-    KeywordIndexParams,
-    MatchAny,
-    MatchValue,
     Point,
     Query,
     QueryRequest,
-    RangeDateTime,
     ScrollRequest,
     SearchParams,
     UpdateOperation,
@@ -45,27 +38,17 @@ from qdrant_edge import (
 
 from schemas.rows import Row
 from services.adapters.vector._payload import (
-    DATETIME_FIELDS,
-    GRAPH_FIELDS,
     HIT_FIELDS,
-    KEYWORD_FIELDS,
-    TENANT_FIELD,
-    TIE_MARGIN,
-    Condition,
     Scored,
-    carried_row_id,
     carrying_point_id,
     checked_batch,
-    checked_limit,
-    checked_query,
     checked_search_ef,
     cut,
     point_id,
     rank,
     row_payload,
-    scope_filter,
-    scored,
 )
+from services.adapters.vector.qdrant_edge_search import payload_indexes, scored_points, widening_search
 from services.core.scope import Scope
 from services.errors import BackendUnavailable, InvalidVectors, OrgmemError
 from services.ports import Hit
@@ -135,7 +118,7 @@ class QdrantEdgeVectorIndex:
             # Created on every open, not only on create: a shard created by a run that stopped
             # before its indexes were made still gets them.
             have = set(shard.info().payload_schema)
-            for name, schema in _payload_indexes():
+            for name, schema in payload_indexes():
                 if name not in have:
                     shard.update(UpdateOperation.create_field_index(name, schema))
         return shard
@@ -203,17 +186,9 @@ class QdrantEdgeVectorIndex:
         log.info("vector index at %s: copying its points to row-carrying point ids", self.path)
         target = QdrantEdgeVectorIndex(staging, self.dim, self._search_params.hnsw_ef, self._optimizers, self._wal)
         try:
-            shard, offset = self._live(), None
+            shard = self._live()
             with self._driver("copy to carrying point ids"):
-                while True:
-                    points, offset = shard.scroll(
-                        ScrollRequest(limit=UPSERT_BATCH, offset=offset, with_payload=True, with_vector=True))
-                    copies = [Point(carrying_point_id(p.payload["row_id"]), _dense(p.vector), p.payload)
-                              for p in points]
-                    if copies:
-                        target._live().update(UpdateOperation.upsert_points(copies))
-                    if offset is None:
-                        break
+                copy_points(shard, target._live(), rekey=True)
         finally:
             target.close()
         with self._driver("close before the swap"):
@@ -239,16 +214,8 @@ class QdrantEdgeVectorIndex:
             shutil.rmtree(staging, ignore_errors=True)
             target = QdrantEdgeVectorIndex(staging, self.dim, self._search_params.hnsw_ef, self._optimizers, self._wal)
             try:
-                offset = None
                 with self._driver("copy without erased points"):
-                    while True:
-                        points, offset = shard.scroll(
-                            ScrollRequest(limit=UPSERT_BATCH, offset=offset, with_payload=True, with_vector=True))
-                        kept = [Point(str(p.id), _dense(p.vector), p.payload) for p in points if str(p.id) not in gone]
-                        if kept:
-                            target._live().update(UpdateOperation.upsert_points(kept))
-                        if offset is None:
-                            break
+                    copy_points(shard, target._live(), rekey=False, leave_out=gone)
             finally:
                 target.close()
             if not self._carrying:
@@ -335,18 +302,8 @@ class QdrantEdgeVectorIndex:
         """Cosine nearest rows admitted by `scope`; the scope is a filter inside the search.
 
         exact: a brute-force search instead of the graph, to measure the graph's recall."""
-        query = checked_query(vector, self.dim)
-        if checked_limit(limit) == 0:
-            return []
-        qfilter = edge_filter(scope)
-        if qfilter is None:
-            return []
-        fetch = limit + TIE_MARGIN
-        while True:
-            hits = cut(self.nearest(query, qfilter, fetch, exact), limit, fetch)
-            if hits is not None:
-                return hits
-            fetch *= 4
+        return widening_search(vector, self.dim, scope, limit, lambda query, qfilter, fetch: cut(
+            self.nearest(query, qfilter, fetch, exact), limit, fetch))
 
     def nearest(self, query: list[float], qfilter: Filter, fetch: int, exact: bool) -> list[Scored]:
         """The `fetch` best points under the filter, ranked by the tie rule (`search`'s one pass;
@@ -362,29 +319,7 @@ class QdrantEdgeVectorIndex:
                     params=_EXACT if exact else self._search_params,
                 )
             )
-            return rank(self._scored(shard, points))
-
-    def _scored(self, shard: EdgeShard, points: list) -> list[Scored]:
-        """Row id, score and ingest position per hit. A carrying id names its row; the payload
-        is read only for a point that does not carry its row id or whose score ties another's
-        (the tie rule orders by ingest position).
-
-        Each point's `id` is read once: the driver builds a new uuid.UUID on every access, and
-        reading it five times per hit had cost more than the graph search itself."""
-        scores = [p.score for p in points]
-        if not self._carrying:
-            payloads = [p.payload or {} for p in points]
-            return [scored(pl.get("row_id"), s, pl.get("ingest_position")) for pl, s in zip(payloads, scores, strict=True)]
-        ids = [p.id for p in points]
-        row_ids: list[str | None] = [carried_row_id(pid) for pid in ids]
-        positions: list[object] = [None] * len(ids)
-        counts = Counter(scores)
-        wanted = {str(pid): i for i, pid in enumerate(ids) if row_ids[i] is None or counts[scores[i]] > 1}
-        if wanted:
-            for record in shard.retrieve(list(wanted), with_payload=HIT_FIELDS, with_vector=False):
-                i, payload = wanted[str(record.id)], record.payload or {}
-                row_ids[i], positions[i] = payload.get("row_id"), payload.get("ingest_position")
-        return [scored(rid, s, pos) for rid, s, pos in zip(row_ids, scores, positions, strict=True)]
+            return rank(scored_points(shard, points, self._carrying))
 
     def vectors(self, row_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored (unit-norm) vectors by row id; ids not indexed are absent."""
@@ -396,7 +331,7 @@ class QdrantEdgeVectorIndex:
             records = shard.retrieve(list(by_point), with_payload=False, with_vector=True)
         found: dict[str, np.ndarray] = {}
         for record in records:
-            stored = _dense(record.vector)
+            stored = dense(record.vector)
             if stored is not None:
                 found[by_point[str(record.id)]] = np.asarray(stored, dtype=np.float32)
         return found
@@ -423,30 +358,22 @@ class QdrantEdgeVectorIndex:
             raise BackendUnavailable(COMPONENT, f"Qdrant Edge at {self.path}: {action} failed: {exc}") from exc
 
 
-def _dense(vector):
+def dense(vector):
     """The default vector of a record (the driver may return the named-vector form)."""
     return vector.get("") if isinstance(vector, dict) else vector
 
 
-def _payload_indexes() -> list[tuple[str, object]]:
-    indexes: list[tuple[str, object]] = [(TENANT_FIELD, KeywordIndexParams(is_tenant=True))]
-    indexes += [(name, KeywordIndexParams(enable_hnsw=name in GRAPH_FIELDS)) for name in KEYWORD_FIELDS]
-    indexes += [(name, DatetimeIndexParams(enable_hnsw=name in GRAPH_FIELDS)) for name in DATETIME_FIELDS]
-    return indexes
-
-
-def edge_filter(scope: Scope) -> Filter | None:
-    """The scope as a Qdrant Edge filter; None when it admits nothing."""
-    wanted = scope_filter(scope)
-    if wanted.empty:
-        return None
-    return Filter(must=[_condition(c) for c in wanted.must],
-                  must_not=[_condition(c) for c in wanted.must_not] or None)
-
-
-def _condition(condition: Condition) -> FieldCondition:
-    if condition.op == "eq":
-        return FieldCondition(condition.key, match=MatchValue(condition.value))
-    if condition.op == "any":
-        return FieldCondition(condition.key, match=MatchAny(list(condition.value)))
-    return FieldCondition(condition.key, range=RangeDateTime(lte=condition.value))
+def copy_points(source: EdgeShard, target: EdgeShard, rekey: bool, leave_out: Set[str] = frozenset()) -> None:
+    """Every point of `source` whose id is not in `leave_out` into `target`, a page at a time,
+    with its stored vector and payload (nothing encoded again): keyed by its row id
+    (`carrying_point_id`) when `rekey`, else under its own id."""
+    offset = None
+    while True:
+        points, offset = source.scroll(
+            ScrollRequest(limit=UPSERT_BATCH, offset=offset, with_payload=True, with_vector=True))
+        copies = [Point(carrying_point_id(p.payload["row_id"]) if rekey else pid, dense(p.vector), p.payload)
+                  for p in points if (pid := str(p.id)) not in leave_out]
+        if copies:
+            target.update(UpdateOperation.upsert_points(copies))
+        if offset is None:
+            break

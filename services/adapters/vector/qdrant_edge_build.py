@@ -20,10 +20,9 @@ import signal
 import sys
 from pathlib import Path
 
-from qdrant_edge import EdgeOptimizersConfig, EdgeShard, Point, ScrollRequest, UpdateOperation
+from qdrant_edge import EdgeOptimizersConfig, EdgeShard
 
-from services.adapters.vector._payload import carrying_point_id
-from services.adapters.vector.qdrant_edge import UPSERT_BATCH, QdrantEdgeVectorIndex, _dense
+from services.adapters.vector.qdrant_edge import QdrantEdgeVectorIndex, copy_points
 
 # Written into the target once its graph is built and flushed.
 BUILD_COMPLETE = "orgmem-build-complete"
@@ -43,27 +42,15 @@ def build(target: Path, dim: int, additions: list[Path]) -> None:
     index = QdrantEdgeVectorIndex(target, dim, optimizers=SEALED_OPTIMIZERS, wal=None if target.exists() else False)
     try:
         for folder in additions:
-            _copy_points(EdgeShard.load(str(folder)), index)
+            source = EdgeShard.load(str(folder))
+            try:  # every point keyed by its row id (a shard with name-based ids is re-keyed)
+                copy_points(source, index._live(), rekey=True)
+            finally:
+                source.close()
         index.optimize()
     finally:
         index.close()
     (target / BUILD_COMPLETE).write_text("graph built\n")
-
-
-def _copy_points(source: EdgeShard, index: QdrantEdgeVectorIndex) -> None:
-    """Every point of `source`, keyed by its row id (a shard with name-based ids is re-keyed)."""
-    shard, offset = index._live(), None
-    try:
-        while True:
-            points, offset = source.scroll(ScrollRequest(limit=UPSERT_BATCH, offset=offset,
-                                                         with_payload=True, with_vector=True))
-            copies = [Point(carrying_point_id(p.payload["row_id"]), _dense(p.vector), p.payload) for p in points]
-            if copies:
-                shard.update(UpdateOperation.upsert_points(copies))
-            if offset is None:
-                break
-    finally:
-        source.close()
 
 
 def main() -> None:

@@ -1,9 +1,10 @@
 """VectorIndex for a live server on Qdrant Edge: a sealed shard with a graph, plus small shards
 searched exactly, sealed in a child process while searches go on.
 
-One folder holds the shards and `manifest.json`, which names them: `sealed` (graph segments) and
-`exact` (oldest first; the last is the live shard new rows go to, the others are frozen, waiting
-to be sealed). A search asks every shard and merges by score with the tie rule of `_payload`.
+One folder holds the shards and `manifest.json` (qdrant_edge_manifest.py), which names them:
+`sealed` (graph segments) and `exact` (oldest first; the last is the live shard new rows go to,
+the others are frozen, waiting to be sealed). A search asks every shard and merges by score with
+the tie rule of `_payload` (qdrant_edge_search.py).
 
 Sealing (`seal_if_due`, or `optimize` for everything at once): the live shard is frozen and a
 fresh one takes new rows (manifest written); the sealed and frozen shards are flushed and copied
@@ -17,10 +18,8 @@ and is deleted; frozen shards stay searched exactly until the next build seals t
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -30,39 +29,28 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import chain
 from pathlib import Path
 
 import numpy as np
 
 from schemas.rows import Row
-from services.adapters.vector._payload import TIE_MARGIN, Scored, checked_limit, checked_query, rank
-from services.adapters.vector.qdrant_edge import QdrantEdgeVectorIndex, edge_filter
+from services.adapters.vector.qdrant_edge import QdrantEdgeVectorIndex
 from services.adapters.vector.qdrant_edge_build import BUILD_COMPLETE, SEALED_OPTIMIZERS
+from services.adapters.vector.qdrant_edge_manifest import (
+    Tiers,
+    last_shard_number,
+    read_manifest,
+    sweep,
+    write_manifest,
+)
+from services.adapters.vector.qdrant_edge_search import merged_cut, widening_search
 from services.core.scope import Scope
 from services.errors import InvalidVectors, OrgmemError
 from services.ports import Hit
 
 log = logging.getLogger(__name__)
 
-MANIFEST = "manifest.json"
-_SHARD_NAME = re.compile(r"[sx]-(\d{6})")  # s-: sealed (graph), x-: searched exactly
-LEGACY = "s-000000"  # a single-shard index from before the tiers, moved in as the sealed shard
 _PROJECT_ROOT = Path(__file__).resolve().parents[3]
-
-
-@dataclass(frozen=True, eq=False)
-class Tiers:
-    """The shards one search reads: replaced whole, never changed in place."""
-
-    sealed: QdrantEdgeVectorIndex | None
-    exact: tuple[QdrantEdgeVectorIndex, ...]  # oldest first; the last one takes new rows
-
-    def all(self) -> list[QdrantEdgeVectorIndex]:
-        return ([self.sealed] if self.sealed else []) + list(self.exact)
-
-    def manifest(self) -> dict:
-        return {"sealed": self.sealed.path.name if self.sealed else None, "exact": [s.path.name for s in self.exact]}
 
 
 @dataclass
@@ -115,33 +103,16 @@ class TieredEdgeVectorIndex:
     # --- lifecycle -------------------------------------------------------------------------
 
     def _open(self) -> Tiers:
-        manifest = self._manifest_or_migrate()
-        self._seq = max((int(m.group(1)) for p in self.path.iterdir() if (m := _SHARD_NAME.fullmatch(p.name))),
-                        default=0)
+        manifest = read_manifest(self.path)
+        self._seq = last_shard_number(self.path)
         sealed = self._shard(manifest["sealed"]) if manifest["sealed"] else None
         exact = [self._shard(name) for name in manifest["exact"]]
         if not exact:  # a migrated index: new rows need a live shard
             exact.append(self._shard(self._new_name("x")))
         tiers = Tiers(sealed, tuple(exact))
-        self._write_manifest(tiers)
-        keep = {MANIFEST, *tiers.manifest()["exact"], tiers.manifest()["sealed"]}
-        for stray in self.path.iterdir():  # unfinished builds, copies, shards never published
-            if stray.name not in keep:
-                shutil.rmtree(stray) if stray.is_dir() else stray.unlink()
+        write_manifest(self.path, tiers)
+        sweep(self.path, tiers)
         return tiers
-
-    def _manifest_or_migrate(self) -> dict:
-        """The manifest; a single-shard index at `path` (from before the tiers) is moved inside
-        as the sealed shard first, one rename at a time, resumed if a crash cut it short."""
-        moving = self.path.with_name(self.path.name + ".legacy")
-        if not moving.exists() and (self.path / "edge_config.json").exists():
-            self.path.rename(moving)
-        self.path.mkdir(parents=True, exist_ok=True)
-        if moving.exists():
-            moving.rename(self.path / LEGACY)
-        if (self.path / MANIFEST).exists():
-            return json.loads((self.path / MANIFEST).read_text())
-        return {"sealed": LEGACY if (self.path / LEGACY).exists() else None, "exact": []}
 
     def _shard(self, name: str) -> QdrantEdgeVectorIndex:
         """Shards of the tiers have no write-ahead log: each write is flushed before it returns
@@ -154,19 +125,6 @@ class TieredEdgeVectorIndex:
     def _new_name(self, kind: str) -> str:
         self._seq += 1
         return f"{kind}-{self._seq:06d}"
-
-    def _write_manifest(self, tiers: Tiers) -> None:
-        staged = self.path / (MANIFEST + ".tmp")
-        with open(staged, "w") as out:
-            json.dump(tiers.manifest(), out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(staged, self.path / MANIFEST)
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
     def _publish(self, tiers: Tiers) -> None:
         with self._views:
@@ -249,21 +207,10 @@ class TieredEdgeVectorIndex:
     # --- reads -----------------------------------------------------------------------------
 
     def search(self, vector: np.ndarray, scope: Scope, limit: int, exact: bool = False) -> list[Hit]:
-        query = checked_query(vector, self.dim)
-        if checked_limit(limit) == 0:
-            return []
-        qfilter = edge_filter(scope)
-        if qfilter is None:
-            return []
-        fetch = limit + TIE_MARGIN
         with self._reading() as tiers:
             asked = [(shard, exact or shard is not tiers.sealed) for shard in tiers.all()]
-            while True:
-                found = [shard.nearest(query, qfilter, fetch, brute) for shard, brute in asked]
-                hits = _merged_cut(found, limit, fetch)
-                if hits is not None:
-                    return hits
-                fetch *= 4
+            return widening_search(vector, self.dim, scope, limit, lambda query, qfilter, fetch: merged_cut(
+                [shard.nearest(query, qfilter, fetch, brute) for shard, brute in asked], limit, fetch))
 
     def vectors(self, row_ids: Sequence[str]) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
@@ -357,7 +304,7 @@ class TieredEdgeVectorIndex:
         tiers = self._tiers
         frozen = tiers.exact
         fresh = Tiers(tiers.sealed, (*frozen, self._shard(self._new_name("x"))))
-        self._write_manifest(fresh)
+        write_manifest(self.path, fresh)
         self._publish(fresh)
         self._on_step("frozen")
         inputs.mkdir()
@@ -407,7 +354,7 @@ class TieredEdgeVectorIndex:
                 sealed.update_state(list(journal.states.values()))
             if journal.moved:
                 sealed.discard(sorted(journal.moved))
-            self._write_manifest(new)
+            write_manifest(self.path, new)
         except BaseException:
             sealed.close()
             raise
@@ -438,15 +385,3 @@ class TieredEdgeVectorIndex:
             child.kill()
         with self._build_gate:
             self._cancel.clear()
-
-
-def _merged_cut(found: list[list[Scored]], limit: int, fetch: int) -> list[Hit] | None:
-    """The first `limit` of several shards' ranked lists, or None when a shard that filled its
-    `fetch` may hold more hits tied with the last one kept (ask again for more)."""
-    seen: set[str] = set()
-    merged = [s for s in rank(chain.from_iterable(found)) if not (s.row_id in seen or seen.add(s.row_id))]
-    if len(merged) >= limit:
-        floor = merged[limit - 1].score
-        if any(len(part) >= fetch and part[-1].score >= floor for part in found):
-            return None
-    return [Hit(s.row_id, float(s.score)) for s in merged[:limit]]

@@ -23,11 +23,8 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from schemas.rows import Row
 from services.adapters.vector._payload import (
-    DATETIME_FIELDS,
-    GRAPH_FIELDS,
     HIT_FIELDS,
-    KEYWORD_FIELDS,
-    TENANT_FIELD,
+    PAYLOAD_INDEXES,
     TIE_MARGIN,
     Condition,
     checked_batch,
@@ -264,17 +261,16 @@ class QdrantServerVectorIndex:
 
 
 def _payload_indexes() -> list[tuple[str, object]]:
-    indexes: list[tuple[str, object]] = [
-        (TENANT_FIELD, qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True))
-    ]
-    indexes += [
-        (name, qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, enable_hnsw=name in GRAPH_FIELDS))
-        for name in KEYWORD_FIELDS
-    ]
-    indexes += [
-        (name, qm.DatetimeIndexParams(type=qm.DatetimeIndexType.DATETIME, enable_hnsw=name in GRAPH_FIELDS))
-        for name in DATETIME_FIELDS
-    ]
+    """The qdrant-client field schema of each of `PAYLOAD_INDEXES`."""
+    indexes: list[tuple[str, object]] = []
+    for index in PAYLOAD_INDEXES:
+        if index.kind == "tenant":  # linked in the graph by the server's default
+            params = qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True)
+        elif index.kind == "keyword":
+            params = qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, enable_hnsw=index.graph)
+        else:
+            params = qm.DatetimeIndexParams(type=qm.DatetimeIndexType.DATETIME, enable_hnsw=index.graph)
+        indexes.append((index.name, params))
     return indexes
 
 
