@@ -4,7 +4,10 @@ to the same file (a second indexer) that the cache never saw."""
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import timedelta
+
+import pytest
 
 from services.adapters.row_store.sqlite import SqliteRowStore
 from services.adapters.row_store.sqlite_thread_cache import ThreadFieldsCache
@@ -76,3 +79,47 @@ def test_the_cache_stays_within_its_bound():
     assert cache.get("t", "huge") is None and len(cache) <= 5
     cache.seen_data_version(1)
     assert len(cache) == 0 and cache.get("t", "a") is None
+
+
+def fresh_read(path, thread="th", tenant="t"):
+    """The same file read by a store that keeps nothing."""
+    other = SqliteRowStore(path)
+    other._thread_cache.max_fields = 0
+    try:
+        return sorted(other.versions_of(tenant, [thread]))
+    finally:
+        other.close()
+
+
+def test_a_refused_older_state_does_not_reach_the_kept_thread(tmp_path):
+    # A stalled writer's older state (position 3) after a newer one (position 5): the store keeps it
+    # out, and so must what it keeps of the thread.
+    path = tmp_path / "rows.sqlite"
+    store = SqliteRowStore(path)
+    store.apply([observed(make_row(1)), observed(make_row(2))], [], 2)
+    store.apply([observed(make_row(1, state="archived"), "archived", position=5)], [], 5)
+    store.versions_of("t", ["th"])
+    store.apply([observed(make_row(1, superseded_by="r2"), "superseded", position=3)], [], 5)
+    assert states(store) == {"r1": ("archived", None), "r2": ("active", None)}
+    assert sorted(store.versions_of("t", ["th"])) == fresh_read(path)
+    store.close()
+
+
+def test_a_failed_batch_leaves_nothing_of_itself_in_the_kept_thread(tmp_path, monkeypatch):
+    store = SqliteRowStore(tmp_path / "rows.sqlite")
+    store.apply([observed(make_row(1))], [], 1)
+    store.versions_of("t", ["th"])
+    real_write, calls = SqliteRowStore._write, []
+
+    def write_then_fail(conn, mutation):
+        calls.append(mutation.row.row_id)
+        if len(calls) == 2:
+            raise sqlite3.OperationalError("disk I/O error")
+        return real_write(conn, mutation)
+
+    monkeypatch.setattr(SqliteRowStore, "_write", staticmethod(write_then_fail))
+    with pytest.raises(Exception, match="disk I/O"):
+        store.apply([observed(make_row(2)), observed(make_row(3))], [], 3)
+    monkeypatch.undo()
+    assert set(states(store)) == {"r1"}  # r2 was rolled back, and is not named
+    store.close()
