@@ -197,11 +197,12 @@ class SelfSealing(Protocol):
     """A vector index that builds its graph while the server runs (the embedded tiered index):
     the build runs in a child process, so starting one never blocks the caller or a search."""
 
-    def seal_if_due(self) -> bool:
-        """Start a build when enough rows are searched exactly; True when one started."""
+    def seal_if_due(self, space_for: Callable[[int], bool] | None = None) -> bool:
+        """Start a build when enough rows are searched exactly and `space_for(bytes it writes)`
+        allows it; True when one started."""
 
     def graph_status(self) -> dict:
-        """rows_in_graph, rows_searched_exactly, builds_running, builds_done/failed/cancelled,
+        """rows_in_graph, rows_searched_exactly, builds_running, builds_done/failed/cancelled/deferred,
         last_build_finished_at (unix time), last_build_seconds, seal_rows."""
 
     def builds_held(self) -> AbstractContextManager[None]:

@@ -45,7 +45,7 @@ class Metrics:
         self.vector_rows_in_graph.set(status["rows_in_graph"])
         self.vector_rows_exact.set(status["rows_searched_exactly"])
         self.vector_builds_running.set(status["builds_running"])
-        for outcome in ("done", "failed", "cancelled"):
+        for outcome in ("done", "failed", "cancelled", "deferred"):
             self.vector_builds.labels(outcome).set(status[f"builds_{outcome}"])
         if status["last_build_finished_at"] is not None:
             self.vector_last_build_end.set(status["last_build_finished_at"])

@@ -66,6 +66,12 @@ class DiskGuard:
                             self.folder, free, self.floor_bytes)
         return is_low
 
+    def room_for(self, more_bytes: int) -> bool:
+        """Whether `more_bytes` can be written and leave the floor free (True when disabled or
+        unmeasurable, as `low`)."""
+        free = self.free_bytes() if self.enabled else None
+        return free is None or free - more_bytes >= self.floor_bytes
+
     def check(self) -> None:
         """Raise StorageFull when under the floor."""
         if self.low():

@@ -215,11 +215,12 @@ class Memory:
         optimize = getattr(self._vectors, "optimize", None)
         return bool(optimize and optimize())
 
-    def seal_vectors_if_due(self) -> bool:
+    def seal_vectors_if_due(self, space_for: Callable[[int], bool] | None = None) -> bool:
         """Start a background graph build where the vector index maintains its graph live
-        (SelfSealing); it runs in a child process, so this returns at once."""
+        (SelfSealing); it runs in a child process, so this returns at once. `space_for(bytes)`
+        may refuse a build the disk has no room for."""
         seal = getattr(self._vectors, "seal_if_due", None)
-        return bool(seal and seal())
+        return bool(seal and seal(space_for))
 
     def vector_builds_held(self) -> AbstractContextManager[None]:
         """While inside, the vector index changes no file by itself (no graph build, SelfSealing)."""

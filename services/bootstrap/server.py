@@ -79,7 +79,7 @@ def server_parts(settings: Settings, memory: Memory) -> ServerParts:
              if settings.profile == "embedded" else None)
     vector_graph = None
     if settings.profile == "embedded":
-        vector_graph = VectorGraphKeeper(memory, settings.vector_seal_check_s)
+        vector_graph = VectorGraphKeeper(memory, settings.vector_seal_check_s, disk=disk)
         vector_graph.start()
     return ServerParts(indexer, keys, maintenance, task_runner_for(settings, maintenance), disk,
                        tracer_for(settings), holds, vector_graph)

@@ -66,6 +66,7 @@ class BuildRecord:
     done: int = 0
     failed: int = 0
     cancelled: int = 0  # by an erasure, a reset or close
+    deferred: int = 0  # not started: the disk had no room for it above the free-space floor
     last_finished_at: float | None = None  # unix time
     last_seconds: float | None = None
 
@@ -233,19 +234,31 @@ class TieredEdgeVectorIndex:
         return {"rows_in_graph": graphed, "rows_searched_exactly": exact + sealed - graphed,
                 "seal_rows": self.seal_rows, "builds_running": int(self._build_gate.locked() and not self._held),
                 "builds_done": self.record.done, "builds_failed": self.record.failed,
-                "builds_cancelled": self.record.cancelled,
+                "builds_cancelled": self.record.cancelled, "builds_deferred": self.record.deferred,
                 "last_build_finished_at": self.record.last_finished_at,
                 "last_build_seconds": self.record.last_seconds}
 
-    def seal_if_due(self) -> bool:
+    def seal_if_due(self, space_for: Callable[[int], bool] | None = None) -> bool:
         """Start a build in the background when the rows searched exactly reach `seal_rows`;
-        returns at once (True when one started)."""
+        returns at once (True when one started). `space_for(bytes)`: whether the disk may take
+        what the build writes (`build_bytes`); a build it refuses is deferred, not started."""
         if self._build_gate.locked() or self.graph_status()["rows_searched_exactly"] < self.seal_rows:
+            return False
+        if space_for is not None and not space_for(self.build_bytes()):
+            self.record.deferred += 1
             return False
         if not self._build_gate.acquire(blocking=False):
             return False
         threading.Thread(target=self._build_then_release, name="orgmem-vector-seal", daemon=True).start()
         return True
+
+    def build_bytes(self) -> int:
+        """What a build writes at most: a copy of the sealed and exact shards for the child, and
+        the new sealed shard, about as large again. Files are counted at their length, not their
+        blocks: the copy writes a preallocated file's holes out whole."""
+        with self._reading() as tiers:
+            folders = [shard.path for shard in (*([tiers.sealed] if tiers.sealed else []), *tiers.exact)]
+        return 2 * sum(f.stat().st_size for folder in folders for f in folder.rglob("*") if f.is_file())
 
     def optimize(self) -> bool:
         """Seal every row now, waiting for the build (`orgmem optimize`); True when anything changed."""
