@@ -80,7 +80,7 @@ class MemoryTools:
             # A bare date ("2025-07-01") is midnight UTC, as a document's date is.
             body = QueryRequest(q=q, as_of=_utc(as_of), known_at=_utc(known_at), k=k, kinds=kinds, authors=authors,
                                 threads=threads, after=after)
-            answer = await routes.query(body, self.state, caller)
+            answer = await routes.answer_query(body, self.state, caller)
         return {"rows": [hit.model_dump(mode="json", exclude=SCORING_FIELDS) for hit in answer.rows],
                 "matched": answer.matched, "applied_position": answer.applied_position}
 
@@ -131,7 +131,7 @@ class MemoryTools:
         versions of each, `budget` rows in all (the best matches' threads first); a match without a
         thread stands alone. True when the budget left rows out."""
         body = QueryRequest(q=q, as_of=until, k=k)
-        hits = (await routes.query(body, self.state, caller)).rows
+        hits = (await routes.answer_query(body, self.state, caller)).rows
         rows: dict[str, Row] = {}
         truncated = False
         for thread in dict.fromkeys(hit.thread for hit in hits if hit.thread):
