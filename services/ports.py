@@ -21,6 +21,7 @@ import numpy as np
 from schemas.events import Event, LoggedEvent
 from schemas.rows import Row, RowChange
 from services.core.keys import ApiKey
+from services.core.positions import Checkpoints
 from services.core.scope import Scope
 from services.core.term_match import TermMatch
 from services.core.versions import VersionFields
@@ -57,10 +58,17 @@ class EventLog(Protocol):
         """Events with position > after, in log order, at most `limit`."""
 
     def head(self) -> int:
-        """Position of the last appended event (0 for an empty log)."""
+        """Position of the last appended event (0 for an empty log); lane 0's in a log split
+        into lanes (services.core.positions)."""
+
+    def heads(self) -> Checkpoints:
+        """The last position of every lane of the log ({0: head()} where there is one)."""
+
+    def lane_for(self, tenant: str) -> int:
+        """The lane that holds the tenant's events (0 where there is one)."""
 
     def backlog(self, after: int, head: int) -> int:
-        """How much of the log lies past position `after` up to `head`, in the log's own unit:
+        """How much of one lane lies past position `after` up to `head`, in the log's own unit:
         events where positions are dense (SQLite), appended batches where they leave gaps (Kafka).
         Negative when the log is behind `after` (it lost events)."""
 
@@ -98,8 +106,11 @@ class RowReader(Protocol):
     def inactive_at(self, tenant: str, known_at: datetime) -> frozenset[str]:
         """Rows ingested by known_at whose state at known_at was not active."""
 
-    def applied_position(self) -> int:
-        """The log position the stored rows reflect (the projections' checkpoint)."""
+    def applied_position(self, lane: int = 0) -> int:
+        """The log position of `lane` the stored rows reflect (the projections' checkpoint there)."""
+
+    def applied_positions(self) -> Checkpoints:
+        """The checkpoint of every lane written so far."""
 
     def count(self, tenant: str | None = None) -> dict[str, int]: ...
 
@@ -122,9 +133,13 @@ class ProjectionTarget(Protocol):
 
     def apply(
         self, mutations: Sequence[RowMutation], skipped: Sequence[SkippedDocument], position: int
-    ) -> None: ...
+    ) -> None:
+        """Every event of one call is in one lane (services.core.positions): `position` moves
+        that lane's checkpoint."""
 
-    def applied_position(self) -> int: ...
+    def applied_position(self, lane: int = 0) -> int: ...
+
+    def applied_positions(self) -> Checkpoints: ...
 
     def reset(self) -> None: ...
 
@@ -236,11 +251,14 @@ class EventFeed(Protocol):
 
     def poll(self, max_records: int, timeout_s: float) -> list[LoggedEvent]: ...
 
+    def lanes(self) -> list[int]:
+        """The lanes this member reads now (a Kafka consumer's assigned partitions)."""
+
     def seek(self, position: int) -> None:
-        """Continue with the first event after `position`."""
+        """Continue the position's lane with its first event after `position`."""
 
     def commit(self, position: int) -> None:
-        """Every event up to `position` is applied."""
+        """Every event of the position's lane up to `position` is applied."""
 
     def close(self) -> None: ...
 
@@ -249,7 +267,8 @@ class EventFeed(Protocol):
 class Subscribable(Protocol):
     """A log that indexer processes can follow as a group (the Kafka log)."""
 
-    def subscribe(self, group_id: str, checkpoint: Callable[[], int], max_poll_records: int = 256) -> EventFeed: ...
+    def subscribe(self, group_id: str, checkpoint: Callable[[int], int], max_poll_records: int = 256) -> EventFeed:
+        """Join the group; `checkpoint(lane)` says where each assigned lane resumes."""
 
 
 @dataclass
@@ -262,16 +281,26 @@ class BatchStats:
     skipped: int = 0
     seconds: float = 0.0
 
+    def plus(self, other: BatchStats) -> BatchStats:
+        return BatchStats(self.events + other.events, self.rows_added + other.rows_added,
+                          self.state_changes + other.state_changes, self.skipped + other.skipped,
+                          self.seconds + other.seconds)
+
 
 class Projection(Protocol):
     """How far the projections have applied the log, and how to move them on. The projector
     implements it in the process that projects; a follower in processes that only read."""
 
     @property
-    def applied(self) -> int: ...
+    def applied(self) -> int:
+        """How far the projections are, as one number (`Checkpoints.summary`)."""
+
+    @property
+    def checkpoints(self) -> Checkpoints:
+        """How far the projections are in each lane of the log."""
 
     def wait_for(self, position: int, timeout: float) -> bool:
-        """True once `position` is applied, False when `timeout` seconds pass first."""
+        """True once `position` is applied (in its lane), False when `timeout` seconds pass first."""
 
     def catch_up(self, progress: Callable | None = None) -> BatchStats:
         """Apply (or wait for the indexers to apply) everything up to the log head now."""

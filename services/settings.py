@@ -138,8 +138,18 @@ class AuthSettings(BaseModel):
 
 
 class ClusterSettings(BaseModel):
+    # Where the rows and their lexical index live. "elasticsearch" (es_url): any number of hosts.
+    # "shared-folder": the SQLite row store and a tantivy index in `shared_dir`, which every
+    # process of the cluster opens (one host: tests, small installs), with Kafka and the Qdrant
+    # server as with Elasticsearch. `orgmem rebuild` needs "elasticsearch" (docs/cluster.md).
+    stores: Literal["elasticsearch", "shared-folder"] = "elasticsearch"
+    shared_dir: Path | None = None  # stores "shared-folder"; default <data_dir>/shared
     kafka_bootstrap: str | None = None
     kafka_topic: str = "orgmem-events"
+    # The log split by tenant into this many partitions (lanes of positions, each with its own
+    # checkpoint): indexers share them, and one tenant's bulk import does not hold back another's.
+    # Fixed once the topic exists (a tenant's events must stay in one partition).
+    kafka_partitions: int = Field(default=1, ge=1, le=64)
     es_url: str | None = None
     es_index: str = "orgmem-rows"
     qdrant_url: str | None = None

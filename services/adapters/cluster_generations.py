@@ -25,6 +25,7 @@ from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from services.adapters import elasticsearch_common as es
+from services.adapters.row_store.elasticsearch_documents import CHECKPOINT_LANES
 from services.errors import BackendUnavailable
 
 ES_COMPONENT = "row store (Elasticsearch)"
@@ -112,18 +113,21 @@ class EsGenerations(_Generations):
             self.drop(old)
 
     def fence(self, old: str) -> None:
-        """Move the old generation's checkpoint document on (same content, a new sequence
-        number): an indexer still writing there fails its next conditional checkpoint write
-        (ProjectionFenced) and re-reads the checkpoint through the alias, from the new generation."""
+        """Move each of the old generation's checkpoint documents (one per lane of the log) on
+        (same content, a new sequence number): an indexer still writing there fails its next
+        conditional checkpoint write (ProjectionFenced) and re-reads the checkpoint through the
+        alias, from the new generation."""
         from elasticsearch import NotFoundError
 
         meta = f"{old}-meta"
         with es.driver_errors(ES_COMPONENT, f"fence {old}"):
             try:
-                doc = self.client.get(index=meta, id="checkpoint")
+                found = self.client.mget(index=meta, ids=list(CHECKPOINT_LANES))["docs"]
             except NotFoundError:
                 return
-            self.client.index(index=meta, id="checkpoint", document=doc["_source"], refresh="true")
+            for doc in found:
+                if doc.get("found"):
+                    self.client.index(index=meta, id=doc["_id"], document=doc["_source"], refresh="true")
 
     def drop(self, old: str) -> None:
         """Delete a generation's indices and its template (never through an alias)."""

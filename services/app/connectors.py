@@ -21,6 +21,7 @@ from typing import Literal
 
 from schemas.documents import DocumentIn
 from schemas.events import DocumentObserved
+from services.app.log_lanes import lane_spans
 from services.app.memory import append_documents
 from services.connectors.base import (
     KNOWN_LISTED,
@@ -52,13 +53,14 @@ class KnownSources:
     PAGE = 2000
 
     def __init__(self, event_log: EventLog, tenant: str,
-                 stored: Callable[[Sequence[str]], set[str]] | None = None, after: int = 0):
+                 stored: Callable[[Sequence[str]], set[str]] | None = None, after: int | None = None):
         self._log, self._tenant, self._stored = event_log, tenant, stored
-        self._scanned = after
+        [(start, _)] = lane_spans(event_log, tenant)  # the tenant's lane of the log
+        self._scanned = start if after is None else after
         self._logged: set[str] = set()
 
     def _catch_up(self) -> None:
-        head = self._log.head()
+        [(_, head)] = lane_spans(self._log, self._tenant)
         while self._scanned < head:
             events = self._log.read(self._scanned, self.PAGE)
             if not events:

@@ -118,6 +118,12 @@ class GuardedEventLog:
     def head(self) -> int:
         return self._inner.head()
 
+    def heads(self):
+        return self._inner.heads()
+
+    def lane_for(self, tenant: str) -> int:
+        return self._inner.lane_for(tenant)
+
     def backlog(self, after: int, head: int) -> int:
         return self._inner.backlog(after, head)
 

@@ -30,7 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from schemas.documents import DocumentIn
-from schemas.events import AdminActionRecorded, DocumentObserved, ErasureRecorded, RowDerived, RowRestored
+from schemas.events import (
+    AdminActionRecorded,
+    DocumentObserved,
+    ErasureRecorded,
+    RowDerived,
+    RowRestored,
+)
+from services.app.log_lanes import lane_spans
 from services.app.memory import Memory
 from services.app.sealing import SealingEventLog, name_forms
 from services.core.write_rules import row_id_for
@@ -75,24 +82,26 @@ def _sealing_log(memory: Memory) -> SealingEventLog:
 
 def envelopes(event_log: SealingEventLog, tenant: str | None = None) -> Iterator[Envelope]:
     """Every sealed document of the log (of one tenant), as stored: nothing is opened."""
-    after, head = 0, event_log.head()
-    while after < head:
-        batch = event_log.read_sealed(after, _PAGE)
-        if not batch:
-            return
-        for logged in batch:
-            event = logged.event
-            if isinstance(event, (DocumentObserved, RowDerived)) and event.sealed is not None:
-                if tenant is None or event.tenant == tenant:
-                    yield Envelope(event.tenant, event.row_id, isinstance(event, RowDerived), tuple(event.sealed.keys),
-                                   tuple(event.sources) if isinstance(event, RowDerived) else ())
-        after = batch[-1].position
+    for after, head in lane_spans(event_log, tenant):
+        while after < head:
+            batch = event_log.read_sealed(after, _PAGE)
+            if not batch:
+                break
+            for logged in batch:
+                event = logged.event
+                if isinstance(event, (DocumentObserved, RowDerived)) and event.sealed is not None:
+                    if tenant is None or event.tenant == tenant:
+                        yield Envelope(event.tenant, event.row_id, isinstance(event, RowDerived),
+                                       tuple(event.sealed.keys),
+                                       tuple(event.sources) if isinstance(event, RowDerived) else ())
+            after = batch[-1].position
 
 
 def _rows_of_source(event_log: SealingEventLog, tenant: str, source_id: str) -> set[str]:
     """Rows whose document came with `source_id` (from any source): the one search that opens
     documents, since a source id is sealed with the rest."""
-    found, after, head = set(), 0, event_log.head()
+    found: set[str] = set()
+    [(after, head)] = lane_spans(event_log, tenant)
     while after < head:
         batch = event_log.read(after, _PAGE)
         if not batch:

@@ -18,6 +18,7 @@ from typing import Protocol
 
 from schemas.rows import Row, RowChange
 from services.app.memory import Memory
+from services.core.positions import Checkpoints, lane_of
 from services.core.scope import PUBLIC_ACL, acl_tokens
 
 PAGE_ROWS = 1000
@@ -71,10 +72,11 @@ def _readable(row: Row, readers: frozenset[str] | None) -> bool:
 
 
 def record_pages(memory: Memory, tenant: str | None, readers: frozenset[str] | None = None,
-                 page_rows: int = PAGE_ROWS, bound: int | None = None) -> Iterator[list[dict]]:
+                 page_rows: int = PAGE_ROWS, bound: Checkpoints | None = None) -> Iterator[list[dict]]:
     """Pages of export records of `tenant` (None: every tenant), in ingest order, that `readers`
-    may read (None: every row), up to the checkpoint `bound` (default: when the first page is read)."""
-    bound = memory.checkpoint() if bound is None else bound
+    may read (None: every row), up to the checkpoints `bound` (default: when the first page is read)."""
+    bound = memory.checkpoints() if bound is None else bound
+    last_lane = max(bound, default=0)
     after: tuple[int, str] | None = None
     while True:
         page = memory.export_page(tenant, after, page_rows)
@@ -83,17 +85,17 @@ def record_pages(memory: Memory, tenant: str | None, readers: frozenset[str] | N
         last = page[-1][0]
         after = (last.ingest_position, last.row_id)
         records = [export_record(row, history) for row, history in page
-                   if row.ingest_position <= bound and _readable(row, readers)]
+                   if bound.covers(row.ingest_position) and _readable(row, readers)]
         if records:
             yield records
-        if last.ingest_position > bound:  # the rest was projected after the export began
-            return
+        if not bound.covers(last.ingest_position) and lane_of(last.ingest_position) >= last_lane:
+            return  # the rest was projected after the export began (ingest order runs lane by lane)
 
 
 def export_rows(memory: Memory, sink: RowSink, tenant: str | None, readers: frozenset[str] | None = None,
                 progress: Callable[[int], None] | None = None, page_rows: int = PAGE_ROWS) -> ExportSummary:
     """Write every record into `sink`, then close it; `progress(rows so far)` after each page."""
-    started, count, checkpoint = time.monotonic(), 0, memory.checkpoint()
+    started, count, checkpoint = time.monotonic(), 0, memory.checkpoints()
     try:
         for records in record_pages(memory, tenant, readers, page_rows, checkpoint):
             sink.write(records)
@@ -104,7 +106,7 @@ def export_rows(memory: Memory, sink: RowSink, tenant: str | None, readers: froz
         sink.close(complete=False)  # a file cut short is never left under its name
         raise
     sink.close()
-    return ExportSummary(count, checkpoint, time.monotonic() - started)
+    return ExportSummary(count, checkpoint.summary(), time.monotonic() - started)
 
 
 def jsonl_chunks(memory: Memory, tenant: str, readers: frozenset[str] | None) -> Iterator[bytes]:

@@ -14,11 +14,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from schemas.events import LoggedEvent
 from services.app.disk import is_disk_full
+from services.core.positions import Checkpoints, by_lane, lane_of
 from services.errors import LogRewound, OrgmemError, StorageFull
 from services.ports import BatchStats, EventFeed, EventLog, Projection
 
@@ -101,6 +102,9 @@ class LogFeed:
         self.after = events[-1].position
         return events
 
+    def lanes(self) -> list[int]:
+        return [0]  # a log that is not split into lanes
+
     def seek(self, position: int) -> None:
         self.after = position
 
@@ -111,60 +115,72 @@ class LogFeed:
         pass
 
 
-def rewound(head: int, checkpoint: int) -> str | None:
-    """Why the log cannot be followed any more, when its head is behind the projections."""
-    if head >= checkpoint:
+def rewound(heads: Mapping[int, int], checkpoints: Checkpoints) -> str | None:
+    """Why the log cannot be followed any more, when a lane's head is behind the projections."""
+    behind = checkpoints.behind(heads)
+    if not behind:
         return None
-    return (f"the log's head ({head}) is behind the projections' checkpoint ({checkpoint}): the log lost "
+    where = "; ".join(f"head {head} < checkpoint {applied}" + (f" (lane {lane})" if lane else "")
+                      for lane, (head, applied) in sorted(behind.items()))
+    return (f"the log's head is behind the projections' checkpoint ({where}): the log lost "
             "events, and positions handed out again would be skipped. Restore the log, or rebuild the "
             "projections from it as it is (`orgmem rebuild`) if that loss is accepted")
 
 
 class GroupIndexer:
-    """Positions are never reused: a batch at or below the checkpoint after a seek, or a log head
-    behind it (checked when idle, every `head_check_s`), means the log lost events. The indexer
-    then stops (`halted` says why) instead of skipping the new events as already applied."""
+    """Positions are never reused: a batch at or below its lane's checkpoint after a seek, or a
+    lane's head behind it (checked when idle, every `head_check_s`), means the log lost events.
+    The indexer then stops (`halted` says why) instead of skipping the new events as applied.
 
-    def __init__(self, projector: Projection, feed: EventFeed, checkpoint: Callable[[], int], batch: int = 256,
-                 poll_s: float = 0.5, heartbeat: Path | None = None, head: Callable[[], int] | None = None,
-                 head_check_s: float = 10.0):
+    Each lane (a Kafka partition) is followed on its own: its checkpoint, where the feed stands
+    in it, its commit. A poll may bring events of several lanes; each lane's share is applied as
+    its own batch, so a lane's checkpoint never moves past another lane's events."""
+
+    def __init__(self, projector: Projection, feed: EventFeed, checkpoints: Callable[[], Checkpoints],
+                 batch: int = 256, poll_s: float = 0.5, heartbeat: Path | None = None,
+                 heads: Callable[[], Mapping[int, int]] | None = None, head_check_s: float = 10.0):
         self.projector, self.feed, self.batch, self.poll_s = projector, feed, batch, poll_s
-        self.checkpoint, self.head, self.head_check_s = checkpoint, head, head_check_s
+        self.checkpoints, self.heads, self.head_check_s = checkpoints, heads, head_check_s
         self._head_checked = 0.0
         self.halted: str | None = None
         # Touched after every loop turn: a container health check reads its age.
         self.heartbeat = heartbeat
-        self._fed_up_to: int | None = None  # position the feed will continue after
+        self._fed_up_to: dict[int, int] = {}  # per lane, the position the feed will continue after
         self._stop = threading.Event()
         self.errors = 0
         self.applied_events = 0
 
     def step(self) -> BatchStats:
-        """One batch: resynchronise with the checkpoint, poll, apply, commit."""
-        checkpoint = self.checkpoint()  # the row store's: a writer finishes a pending batch here
-        if self._fed_up_to != checkpoint:
-            self.feed.seek(checkpoint)
-            self._fed_up_to = checkpoint
+        """One batch: resynchronise each lane with its checkpoint, poll, apply, commit."""
+        checkpoints = self.checkpoints()  # the row store's: a writer finishes a pending batch here
+        for lane in self.feed.lanes():
+            if self._fed_up_to.get(lane) != checkpoints.of(lane):
+                self.feed.seek(checkpoints.of(lane))
+                self._fed_up_to[lane] = checkpoints.of(lane)
         events = self.feed.poll(self.batch, self.poll_s)
         if not events:
-            self._check_head(checkpoint)
+            self._check_heads(checkpoints)
             return BatchStats()
-        if events[0].position <= checkpoint:
-            self._fed_up_to = None  # the feed moved past these events: seek again on any next step
-            raise LogRewound(f"the log handed out position {events[0].position} again, at or below the "
-                             f"projections' checkpoint ({checkpoint}): it lost events")
-        stats = self.projector.apply(events)
-        self._fed_up_to = events[-1].position
-        # Only after the projections hold the batch: a crash before this line redelivers it.
-        self.feed.commit(events[-1].position)
-        self.applied_events += stats.events
-        return stats
+        lanes = by_lane(events)
+        for lane, logged in lanes.items():
+            if logged[0].position <= checkpoints.of(lane):
+                self._fed_up_to.clear()  # the feed moved past these events: seek again on any next step
+                raise LogRewound(f"the log handed out position {logged[0].position} again, at or below the "
+                                 f"projections' checkpoint ({checkpoints.of(lane)}): it lost events")
+        total = BatchStats()
+        for logged in lanes.values():
+            total = total.plus(self.projector.apply(logged))
+            self._fed_up_to[lane_of(logged[-1].position)] = logged[-1].position
+            # Only after the projections hold the batch: a crash before this line redelivers it.
+            self.feed.commit(logged[-1].position)
+        self.applied_events += total.events
+        return total
 
-    def _check_head(self, checkpoint: int) -> None:
-        if self.head is None or time.monotonic() - self._head_checked < self.head_check_s:
+    def _check_heads(self, checkpoints: Checkpoints) -> None:
+        if self.heads is None or time.monotonic() - self._head_checked < self.head_check_s:
             return
         self._head_checked = time.monotonic()
-        reason = rewound(self.head(), checkpoint)
+        reason = rewound(self.heads(), checkpoints)
         if reason:
             raise LogRewound(reason)
 
@@ -185,7 +201,7 @@ class GroupIndexer:
                 # Unreachable backend, or fenced by a rebuild / another member: the checkpoint did
                 # not move, so re-read it and retry the batch.
                 self.errors += 1
-                self._fed_up_to = None
+                self._fed_up_to.clear()
                 log.warning("indexer batch failed (%s); retrying", exc)
                 self._stop.wait(1.0)
 

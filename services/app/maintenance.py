@@ -124,13 +124,15 @@ class MaintenanceService:
 
     # --- projections -------------------------------------------------------------------------
     def sync(self, position: int | None = None) -> None:
-        """Return once the projections have applied `position` (default: the log head)."""
-        position = self.memory.head() if position is None else position
+        """Return once the projections have applied `position` (default: every lane's head)."""
+        positions = list(self.memory.heads().values()) if position is None else [position]
         indexer = self.indexer
         if indexer is not None and indexer.is_alive():
             indexer.wake()
-            if not self.memory.wait_for(position, self.projection_timeout_s):
-                raise NotReady(f"maintenance: position {position} not indexed within {self.projection_timeout_s:g} s")
+            for target in positions:
+                if not self.memory.wait_for(target, self.projection_timeout_s):
+                    raise NotReady(f"maintenance: position {target} not indexed within "
+                                   f"{self.projection_timeout_s:g} s")
         else:
             self.memory.catch_up()
 

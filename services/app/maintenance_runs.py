@@ -22,6 +22,7 @@ from schemas.events import (
     RowSuperseded,
 )
 from services.app.memory import Memory
+from services.core.positions import Checkpoints, lane_of
 
 DECISION_EVENTS = (RowSuperseded, RowArchived, RowDerived, RowRestored)
 READ_BATCH = 1000
@@ -106,21 +107,22 @@ class RunLedger:
     def __init__(self, memory: Memory):
         self.memory = memory
         self._lock = threading.Lock()
-        self._after = 0
+        self._after = Checkpoints()  # how far each lane of the log is folded in
         self._runs: dict[str, RunInfo] = {}
 
     def refresh(self) -> dict[str, RunInfo]:
         with self._lock:
-            while batch := self.memory.read_log(self._after, READ_BATCH):
-                for logged in batch:
-                    self._fold(logged)
-                self._after = batch[-1].position
+            for lane in sorted(self.memory.heads()):
+                while batch := self.memory.read_log(self._after.of(lane), READ_BATCH):
+                    for logged in batch:
+                        self._fold(logged)
+                    self._after[lane] = batch[-1].position
             return {rid: dataclasses.replace(run) for rid, run in self._runs.items()}
 
     def run_events(self, run: RunInfo) -> Iterator[Event]:
         """The decision events of a run, in log order."""
         after = (run.started_position or 1) - 1
-        end = run.finished_position or self.memory.head()
+        end = run.finished_position or self.memory.heads().of(lane_of(after))
         while after < end and (batch := self.memory.read_log(after, READ_BATCH)):
             for logged in batch:
                 event = logged.event

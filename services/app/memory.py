@@ -9,7 +9,7 @@ process that projects, a follower elsewhere) already chosen.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
@@ -18,6 +18,7 @@ from schemas.events import DocumentObserved, Event, LoggedEvent
 from schemas.rows import Row, RowChange
 from services.app.retrieval import Retrieval, Retriever, versions_in_view
 from services.core.caller import SYSTEM, Caller
+from services.core.positions import Checkpoints
 from services.core.retrieval_config import PRESETS, RetrievalConfig
 from services.core.scope import PUBLIC_ACL, Scope, acl_tokens
 from services.core.versions import Version
@@ -49,7 +50,9 @@ def append_documents(event_log: EventLog, documents: Sequence[DocumentIn], calle
     id_for = getattr(event_log, "row_id_for", row_id_for)
     events = [DocumentObserved(tenant=caller.tenant, row_id=id_for(caller.tenant, d), document=d) for d in documents]
     logged = event_log.append(events)
-    return IngestResult([e.row_id for e in events], logged[-1].position if logged else event_log.head())
+    # Nothing logged (every document erased before): the position is the head of the tenant's lane.
+    position = logged[-1].position if logged else event_log.heads().of(event_log.lane_for(caller.tenant))
+    return IngestResult([e.row_id for e in events], position)
 
 
 class Memory:
@@ -141,29 +144,52 @@ class Memory:
             return True
         return bool(set(acl_tokens(row.acl)) & ({PUBLIC_ACL} | set(caller.readers)))
 
-    def head(self) -> int:
-        """The log's last position."""
-        return self._log.head()
+    def head(self, tenant: str | None = None) -> int:
+        """The last position of the tenant's lane of the log (None: lane 0, the whole log where
+        it is not split by tenant)."""
+        return self._log.heads().of(self._log.lane_for(tenant)) if tenant is not None else self._log.head()
 
-    def backlog(self, head: int) -> int:
-        """What the projections have still to apply up to `head`, in the log's unit (EventLog.backlog)."""
-        return self._log.backlog(self.applied, head)
+    def heads(self) -> Checkpoints:
+        """Every lane's last position (services.core.positions)."""
+        return self._log.heads()
 
-    def checkpoint(self) -> int:
-        """The position the row store reflects, read from the store (where indexer processes
-        share it, the authoritative value; `applied` is this process's view)."""
-        return self._rows.applied_position()
+    def lag(self, heads: Mapping[int, int]) -> int:
+        """What the projections have still to apply up to `heads`, in the log's unit
+        (EventLog.backlog), over every lane."""
+        applied = self.projection.checkpoints
+        return sum(self._log.backlog(applied.of(lane), head) for lane, head in heads.items())
+
+    def checkpoint(self, lane: int = 0) -> int:
+        """The position of `lane` the row store reflects, read from the store (where indexer
+        processes share it, the authoritative value; `applied` is this process's view)."""
+        return self._rows.applied_position(lane)
+
+    def checkpoints(self) -> Checkpoints:
+        """Every lane's checkpoint, read from the row store."""
+        return self._rows.applied_positions()
+
+    def lane_for(self, tenant: str) -> int:
+        return self._log.lane_for(tenant)
+
+    def covers(self, position: int) -> bool:
+        """Whether this process's view of the projections has applied `position` (in its lane)."""
+        return self.projection.checkpoints.covers(position)
+
+    def applied_for(self, tenant: str) -> int:
+        """How far the projections have applied the tenant's lane of the log."""
+        return self.projection.checkpoints.of(self._log.lane_for(tenant))
 
     @property
     def applied(self) -> int:
-        """The last log position the projections have applied."""
+        """How far the projections have applied the log, as one number (Checkpoints.summary)."""
         return self.projection.applied
 
     def counts(self, tenant: str | None = None) -> dict[str, int]:
         return self._rows.count(tenant)
 
     def stats(self, tenant: str | None = None) -> dict:
-        return {"log_head": self._log.head(), "applied_position": self.projection.applied, "rows": self._rows.count(tenant)}
+        return {"log_head": self._log.heads().summary(), "applied_position": self.projection.applied,
+                "rows": self._rows.count(tenant)}
 
     # --- what maintenance and operators read (no access list applies) -------------------------
     def stored_row(self, row_id: str) -> Row | None:

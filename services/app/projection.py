@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from schemas.events import ErasureRecorded, LoggedEvent
 from schemas.rows import Row
 from services.app.tracing import batch_attributes, span
+from services.core.positions import Checkpoints, by_lane, lane_of
 from services.core.write_path import embedding_text, plan_batch
 from services.errors import NotReady, OrgmemError
 from services.ports import (
@@ -47,7 +48,7 @@ class Projector:
         self.log, self.rows, self.lexical, self.vectors, self.embedder = log_, rows, lexical, vectors, embedder
         self.batch_size = batch_size
         self.tracer = tracer  # OpenTelemetry's, or None: tracing off (services.app.tracing)
-        self._applied = rows.applied_position()
+        self._applied = rows.applied_positions()
         self._cond = threading.Condition()
         self._run_lock = threading.Lock()
         # Held by each batch while it writes, and by `paused()`: a backup copies the projections
@@ -56,6 +57,10 @@ class Projector:
 
     @property
     def applied(self) -> int:
+        return self._applied.summary()
+
+    @property
+    def checkpoints(self) -> Checkpoints:
         return self._applied
 
     @contextmanager
@@ -65,26 +70,29 @@ class Projector:
         with self._batch_gate:
             yield self.rows.applied_position()
 
-    def catch_up(self, until: int | None = None, progress=None) -> BatchStats:
-        """Apply every event after the checkpoint (up to `until`), batch by batch."""
+    def catch_up(self, progress=None) -> BatchStats:
+        """Apply every event after the checkpoint, lane by lane, batch by batch."""
         total = BatchStats()
         with self._run_lock:
-            self._applied = self.rows.applied_position()
-            while until is None or self._applied < until:
-                events = self.log.read(self._applied, self.batch_size)
-                if not events:
-                    break
-                stats = self.apply(events)
-                for field in ("events", "rows_added", "state_changes", "skipped"):
-                    setattr(total, field, getattr(total, field) + getattr(stats, field))
-                total.seconds += stats.seconds
-                if progress is not None:
-                    progress(self._applied, total)
+            self._applied = self.rows.applied_positions()
+            for lane in sorted(self.log.heads()):
+                while True:
+                    events = self.log.read(self._applied.of(lane), self.batch_size)
+                    if not events:
+                        break
+                    total = total.plus(self.apply(events))
+                    if progress is not None:
+                        progress(self.applied, total)
         return total
 
     def apply(self, events: Sequence[LoggedEvent]) -> BatchStats:
+        """Apply a batch; one of several lanes is applied lane by lane (each moves its own checkpoint)."""
+        total = BatchStats()
         with self._batch_gate:
-            return self._apply(events) if self.tracer is None or not events else self._apply_traced(events)
+            for logged in by_lane(events).values():
+                stats = self._apply(logged) if self.tracer is None else self._apply_traced(logged)
+                total = total.plus(stats)
+        return total
 
     def _apply_traced(self, events: Sequence[LoggedEvent]) -> BatchStats:
         with span(self.tracer, "orgmem.projection.batch", batch_attributes(events)) as current:
@@ -97,7 +105,7 @@ class Projector:
         started = time.perf_counter()
         # Events at or below the row store's checkpoint are in every projection already (the
         # indexes are written before the row store commits), so delivering them again is a no-op.
-        checkpoint = self.rows.applied_position()
+        checkpoint = self.rows.applied_position(lane_of(events[0].position)) if events else 0
         events = [e for e in events if e.position > checkpoint]
         if not events:
             return BatchStats(seconds=time.perf_counter() - started)
@@ -122,7 +130,7 @@ class Projector:
         position = events[-1].position
         self.rows.apply(plan.mutations, plan.skipped, position)
         with self._cond:
-            self._applied = position
+            self._applied = self._applied.after([position])
             self._cond.notify_all()
         return BatchStats(
             events=len(events), rows_added=len(new_rows), state_changes=len(changed),
@@ -138,9 +146,7 @@ class Projector:
                 segment.append(logged)
                 continue
             if segment:
-                stats = self._apply(segment)
-                for field in ("events", "rows_added", "state_changes", "skipped"):
-                    setattr(total, field, getattr(total, field) + getattr(stats, field))
+                total = total.plus(self._apply(segment))
                 segment = []
             if logged is not None:
                 self._purge(logged.event.tenant, logged.event.row_ids, logged.position)
@@ -167,7 +173,7 @@ class Projector:
         erased = self.rows.erase(tenant, row_ids, position)
         if position is not None:
             with self._cond:
-                self._applied = max(self._applied, position)
+                self._applied = self._applied.after([position])
                 self._cond.notify_all()
         return erased
 
@@ -184,7 +190,7 @@ class Projector:
         """Block until the projections have applied `position` (read-your-writes)."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            while self._applied < position:
+            while not self._applied.covers(position):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
@@ -197,39 +203,40 @@ class ProjectionFollower:
 
     def __init__(self, event_log: EventLog, rows: RowStore, poll_s: float = 0.2, catch_up_timeout_s: float = 300.0):
         self.log, self.rows, self.poll_s, self.catch_up_timeout_s = event_log, rows, poll_s, catch_up_timeout_s
-        self._applied = rows.applied_position()
-        self._cond = threading.Condition()
+        self._applied = rows.applied_positions()
 
     @property
     def applied(self) -> int:
+        return self._applied.summary()
+
+    @property
+    def checkpoints(self) -> Checkpoints:
         return self._applied
 
-    def refresh(self) -> int:
-        applied = self.rows.applied_position()
-        with self._cond:
-            self._applied = applied
-            self._cond.notify_all()
-        return applied
+    def refresh(self) -> Checkpoints:
+        self._applied = self.rows.applied_positions()
+        return self._applied
 
-    def catch_up(self, until: int | None = None, progress=None) -> BatchStats:
-        """Wait until the indexers have applied `until` (default: the log head now)."""
+    def catch_up(self, progress=None) -> BatchStats:
+        """Wait until the indexers have applied every lane's head now."""
         started = time.monotonic()
-        target = self.log.head() if until is None else until
-        before = self.refresh()
-        while self._applied < target:
+        targets = list(self.log.heads().values())
+        before = self.refresh().summary()
+        while not all(self._applied.covers(target) for target in targets):
             if time.monotonic() - started > self.catch_up_timeout_s:
-                raise NotReady(f"indexers did not reach log position {target} within {self.catch_up_timeout_s:g} s "
-                               f"(applied: {self._applied}); are `orgmem indexer` processes running?")
+                raise NotReady(f"indexers did not reach log position {max(targets)} within "
+                               f"{self.catch_up_timeout_s:g} s (applied: {self.applied}); are `orgmem indexer` "
+                               "processes running?")
             time.sleep(self.poll_s)
-            previous = self._applied
-            if self.refresh() != previous and progress is not None:
-                progress(self._applied, BatchStats(events=self._applied - before))
-        return BatchStats(events=max(self._applied - before, 0), seconds=time.monotonic() - started)
+            previous = self.applied
+            if self.refresh().summary() != previous and progress is not None:
+                progress(self.applied, BatchStats(events=self.applied - before))
+        return BatchStats(events=max(self.applied - before, 0), seconds=time.monotonic() - started)
 
     def wait_for(self, position: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while True:
-            if self.refresh() >= position:
+            if self.refresh().covers(position):
                 return True
             remaining = deadline - time.monotonic()
             if remaining <= 0:

@@ -34,7 +34,14 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from schemas.documents import DocumentIn
-from schemas.events import DocumentObserved, Event, LoggedEvent, RowDerived, SealedDocument
+from schemas.events import (
+    DocumentObserved,
+    Event,
+    LoggedEvent,
+    RowDerived,
+    SealedDocument,
+)
+from services.app.log_lanes import lane_spans
 from services.core.write_rules import author_scope, content_hash, row_id_for
 from services.errors import OrgmemError
 from services.ports import DataKeyStore, EventLog
@@ -237,6 +244,12 @@ class SealingEventLog:
     def head(self) -> int:
         return self._inner.head()
 
+    def heads(self):
+        return self._inner.heads()
+
+    def lane_for(self, tenant: str) -> int:
+        return self._inner.lane_for(tenant)
+
     def backlog(self, after: int, head: int) -> int:
         return self._inner.backlog(after, head)
 
@@ -258,6 +271,9 @@ class _OpeningFeed:
 
     def poll(self, max_records: int, timeout_s: float) -> list[LoggedEvent]:
         return self._sealer.open(self._feed.poll(max_records, timeout_s))
+
+    def lanes(self) -> list[int]:
+        return self._feed.lanes()
 
     def seek(self, position: int) -> None:
         self._feed.seek(position)
@@ -288,15 +304,14 @@ def check_sealed(event_log: SealingEventLog, page: int = 2000) -> None:
     keys = event_log.sealer.keys
     if keys.marker(MARKER):
         return
-    after, head = 0, event_log.head()
-    while after < head:
-        batch = event_log.read_sealed(after, page)
-        if not batch:
-            break
-        plain = sum(1 for le in batch if is_plaintext_document(le.event))
-        if plain:
-            raise OrgmemError(
-                f"the event log holds documents stored before encryption (from position {batch[0].position}); "
-                "convert it once with `orgmem migrate encrypt` (resumable), or set ORGMEM_ERASURE__ENCRYPT=false")
-        after = batch[-1].position
+    for after, head in lane_spans(event_log):
+        while after < head:
+            batch = event_log.read_sealed(after, page)
+            if not batch:
+                break
+            if any(is_plaintext_document(le.event) for le in batch):
+                raise OrgmemError(
+                    f"the event log holds documents stored before encryption (from position {batch[0].position}); "
+                    "convert it once with `orgmem migrate encrypt` (resumable), or set ORGMEM_ERASURE__ENCRYPT=false")
+            after = batch[-1].position
     keys.set_marker(MARKER, "1")

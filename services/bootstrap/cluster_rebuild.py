@@ -5,7 +5,17 @@ Celery task `orgmem.rebuild` and `orgmem rebuild` (ORGMEM_PROFILE=cluster) run."
 from __future__ import annotations
 
 from services.app.blue_green import rebuild_beside
+from services.errors import Invalid
 from services.settings import Settings
+
+
+def check_rebuild_beside(settings: Settings) -> None:
+    """Refuse, before anything is recorded or built, a rebuild the cluster's stores cannot take:
+    a shared folder's SQLite rows and tantivy index have no generations to build beside."""
+    if settings.cluster.stores == "shared-folder":
+        raise Invalid("rebuild: cluster.stores is 'shared-folder' (SQLite rows and a tantivy index in "
+                      "cluster.shared_dir), which has no generations to build beside the live ones; a rebuild "
+                      "of the cluster profile needs cluster.stores 'elasticsearch' (docs/cluster.md)")
 
 
 def ensure_generations(settings: Settings, es_client, qdrant, dim: int) -> None:
@@ -31,6 +41,7 @@ def rebuild_cluster_beside(settings: Settings, progress=None):
     from services.adapters.elasticsearch_common import connect
     from services.bootstrap.memory import build_cluster_memory
 
+    check_rebuild_beside(settings)
     cluster = settings.cluster
     es_client, qdrant = connect(cluster.es_url), QdrantClient(url=cluster.qdrant_url, timeout=30)
     try:

@@ -23,6 +23,7 @@ from services.bootstrap.data_folder import (
     DataFolderLock,
     NoLock,
     open_event_log,
+    private_data_folder,
     sealed_log,
 )
 from services.errors import Invalid
@@ -133,17 +134,18 @@ def build_cluster_memory(settings: Settings, role: str = "reader", aside: bool =
     """The cluster profile: Kafka log, Elasticsearch row store and lexical index (one ES index),
     Qdrant server vectors. Every part is named by `settings.cluster`: the aliases of the live
     generation (generation 1 is made where there is none), or with `aside` a new generation's own
-    names (a rebuild beside the live one, services/bootstrap/cluster_rebuild.py)."""
+    names (a rebuild beside the live one, services/bootstrap/cluster_rebuild.py). With
+    `cluster.stores` "shared-folder" the rows and the lexical index are SQLite and tantivy in
+    `cluster.shared_dir` instead, and the collection has no generations (no rebuild beside)."""
     from qdrant_client import QdrantClient
 
-    from services.adapters.elasticsearch_common import connect
     from services.adapters.event_log.kafka import KafkaEventLog
-    from services.adapters.lexical.elasticsearch import ElasticsearchLexicalIndex
-    from services.adapters.row_store.elasticsearch import ElasticsearchRowStore
     from services.adapters.vector.qdrant_server import QdrantServerVectorIndex
 
     cluster = settings.cluster
-    missing = [name for name in ("kafka_bootstrap", "es_url", "qdrant_url") if not getattr(cluster, name)]
+    shared = cluster.stores == "shared-folder"
+    needed = ("kafka_bootstrap", "qdrant_url") if shared else ("kafka_bootstrap", "es_url", "qdrant_url")
+    missing = [name for name in needed if not getattr(cluster, name)]
     if missing:
         raise Invalid("profile 'cluster' needs " + ", ".join(f"cluster.{m} (ORGMEM_CLUSTER__{m.upper()})"
                                                              for m in missing))
@@ -151,19 +153,14 @@ def build_cluster_memory(settings: Settings, role: str = "reader", aside: bool =
     try:
         event_log = sealed_log(settings, KafkaEventLog.from_settings(cluster))
         opened.append(event_log)
-        es_client, qdrant = connect(cluster.es_url), QdrantClient(url=cluster.qdrant_url, timeout=30)
-        opened += [es_client, qdrant]
+        qdrant = QdrantClient(url=cluster.qdrant_url, timeout=30)
+        opened.append(qdrant)
         dim = embedder_for(settings.embedder).dim
-        if not aside:
-            from services.bootstrap.cluster_rebuild import ensure_generations
-
-            ensure_generations(settings, es_client, qdrant, dim)
-        rows = ElasticsearchRowStore(client=es_client, index=cluster.es_index, shards=cluster.es_shards,
-                                     replicas=cluster.es_replicas, writer=role == "indexer")
-        # One ES index holds the rows and their lexical index; the row store writes it (see the
-        # lexical adapter's module doc for why the lexical side does not).
-        lexical = ElasticsearchLexicalIndex(client=rows.client, index=cluster.es_index, shards=cluster.es_shards,
-                                            writes=False)
+        if shared:
+            rows, lexical = _shared_folder_stores(settings)
+            opened += [rows, lexical]
+        else:
+            rows, lexical = _elasticsearch_stores(settings, role, aside, qdrant, dim, opened)
         vectors = QdrantServerVectorIndex(qdrant, cluster.qdrant_collection, dim, search_ef=settings.vector_search_ef)
         return assemble_memory(settings, event_log, rows, lexical, vectors, role), NoLock()
     except BaseException:
@@ -172,6 +169,45 @@ def build_cluster_memory(settings: Settings, role: str = "reader", aside: bool =
                 part.close()
             except Exception:
                 log.exception("closing %s failed", type(part).__name__)
+        raise
+
+
+def _elasticsearch_stores(settings: Settings, role: str, aside: bool, qdrant, dim: int,
+                          opened: list) -> tuple[RowStore, LexicalIndex]:
+    from services.adapters.elasticsearch_common import connect
+    from services.adapters.lexical.elasticsearch import ElasticsearchLexicalIndex
+    from services.adapters.row_store.elasticsearch import ElasticsearchRowStore
+
+    cluster = settings.cluster
+    es_client = connect(cluster.es_url)
+    opened.append(es_client)
+    if not aside:
+        from services.bootstrap.cluster_rebuild import ensure_generations
+
+        ensure_generations(settings, es_client, qdrant, dim)
+    rows = ElasticsearchRowStore(client=es_client, index=cluster.es_index, shards=cluster.es_shards,
+                                 replicas=cluster.es_replicas, writer=role == "indexer")
+    # One ES index holds the rows and their lexical index; the row store writes it (see the
+    # lexical adapter's module doc for why the lexical side does not).
+    lexical = ElasticsearchLexicalIndex(client=rows.client, index=cluster.es_index, shards=cluster.es_shards,
+                                        writes=False)
+    return rows, lexical
+
+
+def _shared_folder_stores(settings: Settings) -> tuple[RowStore, LexicalIndex]:
+    """Rows and lexical index of every process of a one-host cluster: SQLite (WAL: readers and
+    writers from several processes; stale writes fenced by log position) and tantivy (its
+    directory lock is held per commit, and a writer waits for it)."""
+    from services.adapters.lexical.tantivy import TantivyLexicalIndex
+    from services.adapters.row_store.sqlite import SqliteRowStore
+
+    # Every tenant's rows: kept private (0700) as the data folder is.
+    folder = private_data_folder(Path(settings.cluster.shared_dir or Path(settings.data_dir) / "shared"))
+    rows = SqliteRowStore(folder / "rows.sqlite")
+    try:
+        return rows, TantivyLexicalIndex(folder / "lexical")
+    except BaseException:
+        rows.close()
         raise
 
 
@@ -197,5 +233,5 @@ def indexer_feed(settings: Settings, memory: Memory, group: str, batch: int) -> 
     if settings.profile == "cluster":
         if not isinstance(event_log, Subscribable):
             raise Invalid(f"the cluster's event log ({type(event_log).__name__}) cannot be followed as a group")
-        return event_log.subscribe(group, checkpoint=memory.checkpoint, max_poll_records=batch)
+        return event_log.subscribe(group, checkpoint=memory.checkpoint, max_poll_records=batch)  # per lane
     return LogFeed(event_log, memory.checkpoint())

@@ -168,7 +168,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"exported {count} rows to {out}")
         return 0
     with open_memory(settings) as memory:
-        checkpoint = memory.checkpoint()
+        checkpoint = memory.checkpoints().summary()
         sink = export_sink(args.format, out, {"tenant": args.tenant or "*", "checkpoint": checkpoint,
                                               "orgmem_version": _version()})
         summary = export_rows(memory, sink, args.tenant, progress=progress)

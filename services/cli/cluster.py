@@ -1,7 +1,7 @@
 """`orgmem indexer`: project the log into the row store and indexes, as its own process.
 
-Cluster profile: one member of a Kafka consumer group (run one or more; one holds the log's
-partition, the others stand by). Embedded profile: the headless indexer of a data folder (for
+Cluster profile: one member of a Kafka consumer group (run one or more: the group shares the
+log's partitions among them, and a member without one stands by). Embedded profile: the headless indexer of a data folder (for
 `orgmem ingest --no-index` without a server); it takes the folder's lock like `serve` does.
 """
 
@@ -26,8 +26,8 @@ def cmd_indexer(args: argparse.Namespace) -> int:
     batch = args.batch or settings.indexer_batch
     with open_memory(settings, role="indexer") as memory:
         feed = indexer_feed(settings, memory, args.group, batch)
-        indexer = GroupIndexer(memory.projection, feed, memory.checkpoint, batch=batch, poll_s=settings.indexer_poll_s,
-                               heartbeat=Path(args.heartbeat) if args.heartbeat else None, head=memory.head)
+        indexer = GroupIndexer(memory.projection, feed, memory.checkpoints, batch=batch, poll_s=settings.indexer_poll_s,
+                               heartbeat=Path(args.heartbeat) if args.heartbeat else None, heads=memory.heads)
 
         def stop(signum, _frame) -> None:
             log.info("indexer: signal %d, finishing the current batch", signum)

@@ -20,6 +20,7 @@ from schemas.events import (
     MaintenanceRunStarted,
 )
 from services.app.audit import create_key_audited, revoke_key_audited
+from services.app.log_lanes import lane_spans
 from services.cli.common import parse_time, settings_from
 from services.core.keys import ROLES
 from services.errors import KeyRequestError
@@ -113,9 +114,14 @@ def cmd_keys_revoke(args: argparse.Namespace) -> int:
 
 
 def audit_entries(event_log, tenant: str | None = None, since: datetime | None = None, batch: int = 1000):
-    """Audited actions in log order: admin actions, and maintenance runs started and finished."""
-    position = 0
-    while True:
+    """Audited actions in log order (lane by lane where the log is split by tenant): admin
+    actions, and maintenance runs started and finished."""
+    for position, head in lane_spans(event_log, tenant):
+        yield from _audited_in_lane(event_log, position, head, tenant, since, batch)
+
+
+def _audited_in_lane(event_log, position: int, head: int, tenant: str | None, since: datetime | None, batch: int):
+    while position < head:
         events = event_log.read(position, batch)
         if not events:
             return

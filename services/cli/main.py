@@ -50,6 +50,9 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
     settings = settings_from(args)
     if settings.profile == "cluster":  # built beside the live projections, which serve meanwhile
+        from services.bootstrap.cluster_rebuild import check_rebuild_beside
+
+        check_rebuild_beside(settings)  # before the audit event: a refused rebuild records nothing
         with open_memory(settings) as memory:
             record_admin_action(memory.event_log, "*", "rebuild", actor=f"cli:{getpass.getuser()}")
         stats, counts = rebuild_cluster_beside(settings, progress=print_progress)

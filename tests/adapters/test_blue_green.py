@@ -13,11 +13,18 @@ import pytest
 from elasticsearch import BadRequestError, NotFoundError
 from qdrant_client import QdrantClient
 
-from services.adapters.cluster_generations import EsGenerations, QdrantGenerations, next_generation
+from schemas.rows import RowChange
+from services.adapters.cluster_generations import (
+    EsGenerations,
+    QdrantGenerations,
+    next_generation,
+)
 from services.adapters.row_store.elasticsearch import ElasticsearchRowStore
 from services.adapters.vector.qdrant_server import QdrantServerVectorIndex
+from services.core.positions import lane_start
 from services.core.scope import Scope
 from services.errors import ProjectionFenced
+from services.ports import RowMutation
 from tests.adapters.test_es_fencing import VersionedStandIn, _error, row, step
 
 SUFFIXES = ("", "-history", "-skipped", "-meta")
@@ -91,6 +98,9 @@ class AliasedStandIn(VersionedStandIn):
     def get(self, index, id):
         return {**super().get(self.concrete(index), id), "_index": self.concrete(index)}
 
+    def mget(self, index, ids, **kwargs):
+        return super().mget(self.concrete(index), ids, **kwargs)
+
     def index(self, index, id, document, **kwargs):
         self.writes.append(self.concrete(index))
         return {**super().index(self.concrete(index), id, document, **kwargs), "_index": self.concrete(index)}
@@ -110,7 +120,7 @@ class AliasedStandIn(VersionedStandIn):
 
 def store_on(cluster: AliasedStandIn, name: str) -> ElasticsearchRowStore:
     store = object.__new__(ElasticsearchRowStore)  # no server: the indices are the stand-in's
-    store.client, store.index, store.refresh, store.writer, store._seen = cluster, name, "true", True, None
+    store.client, store.index, store.refresh, store.writer, store._seen = cluster, name, "true", True, {}
     return store
 
 
@@ -201,12 +211,19 @@ def test_next_drops_what_a_crashed_rebuild_left_under_the_next_name():
     assert "rows-g2-template" not in cluster.indices.templates
 
 
+def in_lane(changed, place: int) -> RowMutation:
+    position = lane_start(1) + place
+    return RowMutation(changed, RowChange(position=position, at=changed.ingested_at, change="observed", state="active"))
+
+
 def test_an_indexer_on_the_old_generation_is_fenced_then_follows_the_switch():
     cluster = AliasedStandIn()
     generations = EsGenerations(cluster, "rows")
     generations.ensure(cluster.make)
     live = store_on(cluster, "rows")  # an indexer: through the aliases
     live.apply([step(1, "observed", row())], [], 1)
+    other = row().model_copy(update={"row_id": "u1", "tenant": "umbrella", "ingest_position": lane_start(1) + 1})
+    live.apply([in_lane(other, 1)], [], lane_start(1) + 1)  # a second lane of the log, its own checkpoint
     new = generations.next()
     cluster.make(new)
     rebuilt = store_on(cluster, new)  # the rebuild: the new generation's own names
@@ -214,12 +231,14 @@ def test_an_indexer_on_the_old_generation_is_fenced_then_follows_the_switch():
     rebuilt.apply([step(4, "archived", row("archived"))], [], 4)
     # The worst case: the new checkpoint document has the very sequence number the indexer last
     # saw, so a conditional write through the alias would be taken for its own.
-    cluster.docs[f"{new}-meta"]["checkpoint"]["_seq_no"] = live._seen[0]
+    cluster.docs[f"{new}-meta"]["checkpoint"]["_seq_no"] = live._seen[0].seq_no
     before = dict(cluster.docs[f"{new}-meta"]["checkpoint"])
     generations.switch(new)
     generations.fence("rows-g1")
     with pytest.raises(ProjectionFenced):
         live.apply([step(2, "observed", row())], [], 2)  # a batch that was in flight at the switch
+    with pytest.raises(ProjectionFenced):  # every lane's checkpoint is fenced, not lane 0's only
+        live.apply([in_lane(other, 2)], [], lane_start(1) + 2)
     assert cluster.docs[f"{new}-meta"]["checkpoint"] == before  # the new generation's checkpoint stands
     assert cluster.docs[new]["r1"]["_source"]["state"] == "archived"  # and its row (position 4 > 2)
     assert live.applied_position() == 4  # re-read through the alias: the new generation's

@@ -130,7 +130,7 @@ def test_kafka_positions_keys_and_topic():
     assert kafka.batch_key([doc, RowArchived(tenant="t", row_id="r9")]) == b"t"
 
     class Record:
-        offset, timestamp = 41, 1_700_000_000_123
+        partition, offset, timestamp = 0, 41, 1_700_000_000_123
         value = kafka.encode_batch([doc, run, RowArchived(tenant="t", row_id="r9")])
         headers = [("format", b"batch-1")]
 

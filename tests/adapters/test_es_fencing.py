@@ -15,7 +15,10 @@ from elasticsearch import ConflictError, NotFoundError
 
 from schemas.rows import Row, RowChange
 from services.adapters import elasticsearch_common as es
-from services.adapters.row_store.elasticsearch import ElasticsearchRowStore, batch_operations
+from services.adapters.row_store.elasticsearch import (
+    ElasticsearchRowStore,
+    batch_operations,
+)
 from services.errors import OrgmemError, ProjectionFenced
 from services.ports import RowMutation, SkippedDocument
 
@@ -89,14 +92,14 @@ class VersionedStandIn:
         return {"errors": any(next(iter(i.values()))["status"] >= 300 for i in items), "items": items}
 
     def mget(self, index, ids, source_includes=None):
-        return {"docs": [{"_id": i, "found": i in self.docs.get(index, {}),
-                          **({"_source": self.docs[index][i]["_source"]} if i in self.docs.get(index, {}) else {})}
-                         for i in ids]}
+        stored = self.docs.get(index, {})
+        return {"docs": [{"_index": index, "_id": i, "found": True, **stored[i]} if i in stored
+                         else {"_index": index, "_id": i, "found": False} for i in ids]}
 
 
 def store_over(client: VersionedStandIn) -> ElasticsearchRowStore:
     store = object.__new__(ElasticsearchRowStore)  # no server: the indices are the stand-in's
-    store.client, store.index, store.refresh, store.writer, store._seen = client, "rows", "true", True, None
+    store.client, store.index, store.refresh, store.writer, store._seen = client, "rows", "true", True, {}
     return store
 
 

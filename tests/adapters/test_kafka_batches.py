@@ -25,33 +25,8 @@ from services.adapters.event_log.kafka import (  # noqa: E402
     offset_after,
 )
 from services.errors import BackendUnavailable, Invalid, TooLarge  # noqa: E402
-from tests.tansu import kafka_bootstrap_or_skip  # noqa: E402
 
 WORDS = "budget remote policy quarter hiring vendor contract travel review launch audit roadmap".split()
-
-
-@pytest.fixture(scope="module")
-def bootstrap():
-    yield from kafka_bootstrap_or_skip()
-
-
-@pytest.fixture
-def topic():
-    return f"orgmem-batches-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture
-def logs(bootstrap, topic):
-    """Open KafkaEventLogs on the topic (each its own producer and reader, as API replicas are)."""
-    opened: list[KafkaEventLog] = []
-
-    def open_log(**kw) -> KafkaEventLog:
-        opened.append(KafkaEventLog(bootstrap, topic, timeout_ms=10_000, **kw))
-        return opened[-1]
-
-    yield open_log
-    for event_log in opened:
-        event_log.close()
 
 
 def batch(tag: str, n: int, text_bytes: int = 64) -> list[DocumentObserved]:
@@ -170,7 +145,7 @@ def test_the_indexer_feed_splits_records_and_resumes_inside_one(logs):
     logged = [e for i, n in enumerate([5, 3]) for e in event_log.append(batch(f"f{i}", n))]
     positions = [e.position for e in logged]
     checkpoint = positions[1]  # two events of the first record are applied already
-    feed = event_log.subscribe(f"group-{uuid.uuid4().hex[:6]}", checkpoint=lambda: checkpoint, max_poll_records=2)
+    feed = event_log.subscribe(f"group-{uuid.uuid4().hex[:6]}", checkpoint=lambda lane: checkpoint, max_poll_records=2)
     try:
         got, deadline = [], time.monotonic() + 60  # a first group assignment takes tansu ~15 s
         while len(got) < len(positions) - 2 and time.monotonic() < deadline:
@@ -180,7 +155,7 @@ def test_the_indexer_feed_splits_records_and_resumes_inside_one(logs):
             if polled:
                 feed.commit(polled[-1].position)
         assert [e.position for e in got] == positions[2:]
-        committed = feed.consumer.committed(feed.tp)
+        committed = feed.consumer.committed(feed._tp(positions[-1]))
         assert committed == offset_after(positions[-1]) == 2  # the last record is applied whole
         feed.seek(positions[5])  # the first event of the second record: a partial read of it
         again = []

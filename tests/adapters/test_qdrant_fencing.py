@@ -19,11 +19,21 @@ T0 = datetime(2025, 6, 2, tzinfo=UTC)
 DIM = 4
 
 
-@pytest.fixture
-def index():
-    idx = QdrantServerVectorIndex(QdrantClient(":memory:"), "rows", DIM)
-    yield idx
-    idx.close()
+@pytest.fixture(params=["local", "standin"])
+def index(request, tmp_path):
+    """Local mode in process, and the same over HTTP through tests/qdrant_rest.py (the
+    conditional upsert's `update_filter` and the payload overwrite's filter in REST bodies)."""
+    if request.param == "local":
+        idx = QdrantServerVectorIndex(QdrantClient(":memory:"), "rows", DIM)
+        yield idx
+        idx.close()
+        return
+    from tests.qdrant_rest import qdrant_rest_url
+
+    with qdrant_rest_url(tmp_path / "standin") as url:
+        idx = QdrantServerVectorIndex(QdrantClient(url=url, check_compatibility=False), "rows", DIM)
+        yield idx
+        idx.close()
 
 
 def row(row_id: str, position: int, **changes) -> Row:

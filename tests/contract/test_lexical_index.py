@@ -485,7 +485,7 @@ def test_scope_equals_reference_semantics(open_index: Opener, tmp_path: Path, se
 def test_tantivy_lock_held_elsewhere_is_backend_unavailable(location: Path):
     import tantivy
 
-    index = TantivyLexicalIndex(location)
+    index = TantivyLexicalIndex(location, lock_wait_s=0.2)  # waits that long for the lock, then fails
     index.upsert([row("a", "before the lock", 1)])
     holder = tantivy.Index.open(str(location)).writer(heap_size=15_000_000, num_threads=1)
     try:

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from schemas.rows import Row, RowChange
+from services.core.positions import lane_start
 from services.core.scope import Scope, admits
 from services.ports import RowMutation, SkippedDocument
 
@@ -149,8 +150,34 @@ def test_recent_equals_reference_scope_semantics(store):
 
 def test_reset_empties_everything(store):
     store.apply([observed(make_row(1))], [], 1)
+    store.apply([in_lane_row(2, 1, "r-lane2")], [], lane_start(2) + 1)
     store.reset()
     assert store.get("r1") is None and store.applied_position() == 0
+    assert store.applied_positions() == {} and store.applied_position(2) == lane_start(2)
+
+
+def in_lane_row(lane: int, place: int, row_id: str) -> RowMutation:
+    """A row of tenant "u" observed at `place` in `lane` of the log."""
+    row = make_row(1, row_id=row_id, tenant="u", ingest_position=lane_start(lane) + place)
+    return RowMutation(row=row, change=RowChange(position=row.ingest_position, at=T0, change="observed", state="active"))
+
+
+def test_each_lane_of_the_log_has_its_own_checkpoint(store):
+    # A log split by tenant: lane 1's positions are all above lane 0's, and neither lane's
+    # checkpoint may move the other's (lane 0 would skip its next events, or lane 1 replay).
+    assert store.applied_position(1) == lane_start(1) and store.applied_positions() == {}
+    far = lane_start(1) + 65_536
+    store.apply([in_lane_row(1, 65_536, "u1")], [], far)
+    assert store.applied_position() == 0 and store.applied_position(1) == far
+    store.apply([observed(make_row(3))], [SkippedDocument("r9", 4, "empty", None, "t")], 4)
+    assert store.applied_positions() == {0: 4, 1: far}
+    # A late redelivery in one lane never moves it back, nor the other lane.
+    store.apply([observed(make_row(2))], [], 2)
+    store.apply([in_lane_row(1, 65_535, "u0")], [], far - 1)
+    assert store.applied_positions() == {0: 4, 1: far}
+    erased_at = far + 65_536
+    assert store.erase("u", ["u1"], erased_at) == ["u1"]
+    assert store.applied_positions() == {0: 4, 1: erased_at} and store.get("u1") is None
 
 
 def test_a_sqlite_store_from_before_skip_tenants_gains_them(tmp_path):

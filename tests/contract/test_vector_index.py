@@ -95,14 +95,31 @@ def _server_remote(tmp_path: Path) -> Backend:
     collection = f"orgmem_contract_{uuid.uuid4().hex[:12]}"
 
     def drop() -> None:
-        with QdrantClient(url=url) as client:
+        client = QdrantClient(url=url)  # not a context manager in qdrant-client 1.20
+        try:
             client.delete_collection(collection)
+        finally:
+            client.close()
 
     return Backend(lambda: QdrantServerVectorIndex(QdrantClient(url=url), collection, DIM), drop)
 
 
-@pytest.fixture(params=[_edge, _edge_tiered, _edge_sealing, _server_local, _server_remote],
-                ids=["edge", "edge-tiered", "edge-sealing", "server-local", "server-remote"])
+def _server_standin(tmp_path: Path) -> Backend:
+    """The server adapter over HTTP, against tests/qdrant_rest.py (qdrant-client's local mode
+    behind Qdrant's REST routes, not a Qdrant server): a process per test."""
+    from contextlib import ExitStack
+
+    from tests.qdrant_rest import qdrant_rest_url
+
+    stack = ExitStack()
+    url = stack.enter_context(qdrant_rest_url(tmp_path / "standin"))
+    # No version check: its thread may still be asking when the stand-in is stopped.
+    return Backend(lambda: QdrantServerVectorIndex(QdrantClient(url=url, check_compatibility=False), "rows", DIM),
+                   stack.close)
+
+
+@pytest.fixture(params=[_edge, _edge_tiered, _edge_sealing, _server_local, _server_remote, _server_standin],
+                ids=["edge", "edge-tiered", "edge-sealing", "server-local", "server-remote", "server-standin"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     made = request.param(tmp_path)
     yield made

@@ -73,7 +73,7 @@ def test_cluster_wiring_answers_like_the_embedded_profile(tmp_path, settings, me
         assert isinstance(api.projection, ProjectionFollower)
         position = api.ingest(docs).position
         assert not api.projection.wait_for(position, 0.2)  # nobody has projected yet
-        indexer = GroupIndexer(indexer_memory.projection, LogFeed(log), indexer_memory.checkpoint, batch=16, poll_s=0.01)
+        indexer = GroupIndexer(indexer_memory.projection, LogFeed(log), indexer_memory.checkpoints, batch=16, poll_s=0.01)
         while indexer.step().events:
             pass
         assert indexer.feed.committed == position == log.head()

@@ -48,7 +48,7 @@ def test_a_feed_that_hands_out_old_positions_stops_the_indexer(memory, lost_log)
     memory.catch_up()
     checkpoint = memory.checkpoint()
     assert checkpoint >= 5
-    indexer = GroupIndexer(memory.projection, ResetFeed(lost_log), memory.checkpoint, poll_s=0.01)
+    indexer = GroupIndexer(memory.projection, ResetFeed(lost_log), memory.checkpoints, poll_s=0.01)
     with pytest.raises(LogRewound, match="handed out position 1 again"):
         indexer.step()
     indexer.run()  # returns at once: it does not retry a rewound log
@@ -59,17 +59,18 @@ def test_a_feed_that_hands_out_old_positions_stops_the_indexer(memory, lost_log)
 def test_an_idle_feed_checks_the_head(memory, lost_log):
     memory.ingest(docs(5, "before"))
     memory.catch_up()
-    indexer = GroupIndexer(memory.projection, LogFeed(lost_log), memory.checkpoint, poll_s=0.01,
-                           head=lost_log.head, head_check_s=0)
+    indexer = GroupIndexer(memory.projection, LogFeed(lost_log), memory.checkpoints, poll_s=0.01,
+                           heads=lost_log.heads, head_check_s=0)
     indexer.run()
-    assert indexer.halted and "head (2) is behind the projections' checkpoint" in indexer.halted
+    assert indexer.halted and "behind the projections' checkpoint (head 2 < checkpoint" in indexer.halted
 
 
 def test_readyz_and_metrics_name_a_log_behind_the_projections(memory, lost_log, settings):
     memory.ingest(docs(5, "before"))
     memory.catch_up()
-    rewound_memory = SimpleNamespace(head=lost_log.head, applied=memory.applied, problems={},
-                                     counts=memory.counts, backlog=lambda head: lost_log.backlog(memory.applied, head),
+    rewound_memory = SimpleNamespace(heads=lost_log.heads, projection=memory.projection, problems={},
+                                     counts=memory.counts,
+                                     lag=lambda heads: lost_log.backlog(memory.applied, heads.of(0)),
                                      vector_status=lambda: None)
     state = SimpleNamespace(settings=settings, memory=rewound_memory, parts=SimpleNamespace(disk=None),
                             indexer=SimpleNamespace(is_alive=lambda: True, paused=False, errors=0))

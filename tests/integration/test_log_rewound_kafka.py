@@ -64,7 +64,7 @@ def test_a_broker_that_lost_its_data_stops_the_indexer_instead_of_skipping(tmp_p
         assert handed_out.position <= checkpoint  # the broker hands out applied positions again
 
         feed = after.subscribe(f"indexer-{topic}", checkpoint=memory.checkpoint, max_poll_records=64)
-        indexer = GroupIndexer(memory.projection, feed, memory.checkpoint, poll_s=0.05, head=after.head,
+        indexer = GroupIndexer(memory.projection, feed, memory.checkpoints, poll_s=0.05, heads=after.heads,
                                head_check_s=0)
         runner = threading.Thread(target=indexer.run, daemon=True)
         runner.start()

@@ -1,21 +1,23 @@
-"""After `kill -9` of the active indexer process a standby process takes over, and the projections
+"""After `kill -9` of the active indexer process a hot standby takes over, and the projections
 end exactly as an uninterrupted run's: the same rows in the same states with the same histories,
 and the same answers as the embedded profile gives for the same events.
 
-Real processes on a real Kafka-protocol broker (tansu): two indexer processes
-(tests/integration/standby_indexer.py, the cluster indexer's runner over the stores that run
-here) in one consumer group; the test kills the one that holds the partition with SIGKILL while
-it is part way through the log, and appends more while the other takes over. What the standby
-waits on besides the group is in that module's docstring."""
+Real processes on a real Kafka-protocol broker (tansu): two `orgmem indexer --profile cluster`,
+started together, both members of one consumer group over a one-partition log, both with the
+stores open: the shared-folder rows and lexical index (`cluster.stores = "shared-folder"`: SQLite
+and tantivy in one folder every process opens) and the Qdrant server adapter over HTTP to the
+Qdrant REST stand-in (tests/qdrant_rest.py; no Qdrant server runs here). One member holds the
+partition, the other none. The test kills the holder with SIGKILL after its first committed
+batch, part way through the log, and appends more while the group waits out the dead member's
+session (30 s) and hands the partition to the standby, which resumes after the checkpoint."""
 
 from __future__ import annotations
 
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 import uuid
+from contextlib import ExitStack
 from datetime import timedelta
 from pathlib import Path
 
@@ -23,13 +25,19 @@ import pytest
 
 from schemas.events import RowArchived, RowSuperseded
 from tests.integration.test_cluster_equivalence import T0, answers, documents
+from tests.integration.test_cluster_processes import (
+    Orgmem,
+    cluster_env,
+    stop_together,
+    wait_until,
+)
+from tests.qdrant_rest import qdrant_rest_url
 from tests.tansu import kafka_bootstrap_or_skip
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 BATCH = 2  # events per batch: the log is many batches, so the kill lands part way through it
-TIMEOUT_S = 240  # first group assignment (~15 s on tansu) and a dead member's session (30 s) included
+TAKEOVER_S = 240  # a dead member's session (30 s) and the rebalance, on a shared host
 
 
 @pytest.fixture(scope="module")
@@ -39,38 +47,31 @@ def kafka_bootstrap():
     yield from kafka_bootstrap_or_skip()
 
 
-def checkpoint(folder: Path) -> int:
+def checkpoint(shared: Path) -> int:
     """The row store's applied position, read as another process would (0 before it exists)."""
     try:
-        with sqlite3.connect(f"file:{folder / 'rows.sqlite'}?mode=ro", uri=True, timeout=5) as conn:
+        with sqlite3.connect(f"file:{shared / 'rows.sqlite'}?mode=ro", uri=True, timeout=5) as conn:
             found = conn.execute("SELECT value FROM meta WHERE key = 'applied_position'").fetchone()
     except sqlite3.OperationalError:  # not created yet
         return 0
     return int(found[0]) if found else 0
 
 
-def wait_until(condition, what: str, timeout_s: float = TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
+def logged_at(process: Orgmem, text: str) -> list[str]:
+    """When the process logged lines holding `text` (their asctime: sortable as text)."""
+    return [line[:23] for line in process.log_path.read_text(errors="replace").splitlines() if text in line]
 
 
-class IndexerProcess:
-    def __init__(self, name: str, folder: Path, data_dir: Path, bootstrap: str, topic: str, group: str):
-        self.log_path = folder / f"indexer-{name}.log"
-        with open(self.log_path, "w") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.integration.standby_indexer", str(folder), str(data_dir), bootstrap,
-                 topic, group, str(BATCH)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
-
-    def said(self, text: str) -> bool:
-        return text in self.log_path.read_text()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=30)
+def partition_holder(indexers: list[Orgmem]) -> Orgmem | None:
+    """The member assigned the partition after the last member joined, or None while the group
+    is not settled with all of them. Every join logs a revocation in each member first (eager
+    rebalance), so an assignment after the last one is that of a generation with all members."""
+    joins = [logged_at(indexer, "indexer: partitions revoked") for indexer in indexers]
+    if not all(joins):
+        return None
+    last_join = max(max(times) for times in joins)
+    holders = [i for i in indexers if any(at >= last_join for at in logged_at(i, "indexer: assigned"))]
+    return holders[0] if len(holders) == 1 else None
 
 
 def projected(memory, row_ids: list[str]) -> dict:
@@ -84,18 +85,14 @@ def projected(memory, row_ids: list[str]) -> dict:
     }
 
 
-def test_a_standby_takes_over_from_a_killed_indexer_and_ends_as_an_uninterrupted_run(
-        tmp_path, settings, memory, kafka_bootstrap):
-    from qdrant_client import QdrantClient
-
+def test_a_hot_standby_takes_over_from_a_killed_indexer_and_ends_as_an_uninterrupted_run(
+        tmp_path, settings, memory, kafka_bootstrap, monkeypatch):
     from services.adapters.event_log.kafka import KafkaEventLog
-    from services.adapters.lexical.tantivy import TantivyLexicalIndex
-    from services.adapters.row_store.sqlite import SqliteRowStore
-    from services.adapters.vector.qdrant_server import QdrantServerVectorIndex
     from services.app.memory import append_documents
     from services.app.sealing import Sealer, sealing
-    from services.bootstrap import assemble_memory, data_key_store_for
+    from services.bootstrap import data_key_store_for, open_memory
     from services.core.caller import SYSTEM
+    from services.settings import Settings
 
     docs = documents()
     first, second = docs[:40], docs[40:]
@@ -108,44 +105,48 @@ def test_a_standby_takes_over_from_a_killed_indexer_and_ends_as_an_uninterrupted
     expected = projected(memory, ids)
     assert expected["answers"]["now"]["remote work policy office days"]  # the scenario has answers
 
-    folder = tmp_path / "cluster"
-    folder.mkdir()
+    shared = tmp_path / "cluster-shared"
     topic, group = f"orgmem-standby-{uuid.uuid4().hex[:8]}", f"orgmem-indexer-{uuid.uuid4().hex[:8]}"
-    log = sealing(KafkaEventLog(kafka_bootstrap, topic), Sealer(data_key_store_for(settings)))
-    processes: list[IndexerProcess] = []
-    try:
-        assert append_documents(log, first, SYSTEM).row_ids == ids[:40]
-        active = IndexerProcess("a", folder, settings.data_dir, kafka_bootstrap, topic, group)
-        processes.append(active)
-        wait_until(lambda: active.said("took the stores"), "the first indexer to start")
-        standby = IndexerProcess("b", folder, settings.data_dir, kafka_bootstrap, topic, group)
-        processes.append(standby)
+    with ExitStack() as stack:
+        qdrant_url = stack.enter_context(qdrant_rest_url(tmp_path / "qdrant"))
+        env = cluster_env(tmp_path / "cluster-data", shared, kafka_bootstrap, topic, qdrant_url,
+                          Path(settings.data_dir) / "data-keys.sqlite")
+        log = sealing(KafkaEventLog(kafka_bootstrap, topic), Sealer(data_key_store_for(settings)))
+        stack.callback(log.close)
+        indexers = [Orgmem(f"indexer-{name}", ["indexer", "--profile", "cluster", "--group", group,
+                                               "--batch", str(BATCH)], env, tmp_path) for name in ("a", "b")]
+        stack.callback(stop_together, indexers)
+        wait_until(lambda: partition_holder(indexers) is not None,
+                   "both indexers in the group and one of them assigned the partition", indexers)
+        active = partition_holder(indexers)
+        standby = next(indexer for indexer in indexers if indexer is not active)
+        assert not standby.said("indexer: assigned")  # a member that holds no partition
 
-        wait_until(lambda: checkpoint(folder) > 0, "the active indexer's first batch")
+        assert append_documents(log, first, SYSTEM).row_ids == ids[:40]
+        wait_until(lambda: checkpoint(shared) > 0, "the active indexer's first batch", indexers)
+        killed = time.monotonic()
         active.proc.send_signal(signal.SIGKILL)
         active.proc.wait(timeout=30)
-        killed_at = checkpoint(folder)
+        killed_at = checkpoint(shared)
         assert 0 < killed_at < log.head(), "the active indexer was not part way through the log"
+        assert active.said("indexed") and not standby.said("indexed")  # the standby only stood by
 
-        # More arrives while nobody holds the partition.
+        # More arrives while the group waits out the dead member's session.
         assert append_documents(log, second, SYSTEM).row_ids == ids[40:]
         log.append(steps)
         head = log.head()
-        wait_until(lambda: checkpoint(folder) == head, f"the standby to reach the head {head}")
-        assert standby.said("took the stores") and standby.proc.poll() is None
+        wait_until(lambda: standby.said("indexed"), "the standby's first batch", [standby], TAKEOVER_S)
+        takeover_s = time.monotonic() - killed
+        print(f"\ntakeover: {takeover_s:.1f} s from kill -9 of the active indexer to the standby's first batch "
+              f"(checkpoint {killed_at} at the kill)")
+        assert standby.said("indexer: assigned")
+        wait_until(lambda: checkpoint(shared) == head, f"the standby to reach the head {head}", [standby], TAKEOVER_S)
         standby.proc.send_signal(signal.SIGTERM)
-        assert standby.proc.wait(timeout=60) == 0, standby.log_path.read_text()[-3000:]
-    finally:
-        for process in processes:
-            process.stop()
+        assert standby.proc.wait(timeout=60) == 0, standby.output()
 
-    rows = SqliteRowStore(folder / "rows.sqlite")
-    lexical = TantivyLexicalIndex(folder / "lexical")
-    vectors = QdrantServerVectorIndex(QdrantClient(path=str(folder / "qdrant")), "orgmem-rows", 384)
-    reader = assemble_memory(settings, log, rows, lexical, vectors, role="reader")
-    try:
-        assert reader.projection.wait_for(head, 10)
-        assert projected(reader, ids) == expected
-    finally:
-        for part in (lexical, vectors, rows, log):
-            part.close()
+        # The projections as any process of the cluster reads them (the same settings).
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        with open_memory(Settings(), role="reader") as reader:
+            assert reader.projection.wait_for(head, 10)
+            assert projected(reader, ids) == expected

@@ -101,8 +101,8 @@ def test_a_stalled_indexer_that_wakes_late_cannot_put_older_row_states_back(stal
     try:
         ingested = api.ingest(documents())
         ids = ingested.row_ids
-        indexer_a = GroupIndexer(memory_a.projection, LogFeed(log), memory_a.checkpoint, batch=64, poll_s=0.01)
-        indexer_b = GroupIndexer(memory_b.projection, LogFeed(log), memory_b.checkpoint, batch=5, poll_s=0.01)
+        indexer_a = GroupIndexer(memory_a.projection, LogFeed(log), memory_a.checkpoints, batch=64, poll_s=0.01)
+        indexer_b = GroupIndexer(memory_b.projection, LogFeed(log), memory_b.checkpoints, batch=5, poll_s=0.01)
 
         # A takes the documents' batch and stalls before it writes it.
         stall.armed = True

@@ -154,9 +154,9 @@ def _replay_progress(task):
 def health(self) -> dict:
     """What this worker sees: the log head, the projections' checkpoint and counts."""
     memory = worker_memory()
-    head, applied = memory.head(), memory.projection.applied
-    return {"worker": socket.gethostname(), "profile": Settings().profile, "log_head": head,
-            "applied_position": applied, "lag": head - applied, "rows": memory.counts()}
+    heads = memory.heads()
+    return {"worker": socket.gethostname(), "profile": Settings().profile, "log_head": heads.summary(),
+            "applied_position": memory.projection.applied, "lag": memory.lag(heads), "rows": memory.counts()}
 
 
 @app.task(name="orgmem.rebuild", bind=True, **RETRY)

@@ -1,11 +1,15 @@
 """The cluster event log on Kafka (kafka-python).
 
-One topic with ONE partition. The projection's write-path rules (an exact repeat of an active
-row in the same author scope adds no row; a repeated source adds nothing) compare each document
-with every earlier one of its tenant, so they need one order over the whole log; with several
-partitions two indexers would race on the same decision and a replay could decide differently.
-Indexers scale out as hot standbys of one consumer group; see docs/cluster.md for why the
-projector is scaled up (batch, threads) rather than out.
+One topic, split by tenant into `cluster.kafka_partitions` partitions (1 by default). The
+projection's write-path rules (an exact repeat of an active row in the same author scope adds no
+row; a repeated source adds nothing) compare each document with every earlier one of ITS TENANT,
+so they need one order per tenant, not one over the whole log: every batch of a tenant goes to
+the partition `lane_for_tenant` names (a stable hash, not the client's partitioner), and each
+partition is a lane of positions with its own checkpoint (services.core.positions). Indexer
+processes share the partitions through one consumer group; one tenant's bulk import fills its
+own partition and no longer holds back another tenant's documents. The partition count is fixed
+once the topic exists: a different count would move tenants to other partitions and split their
+order, so the adapter refuses a topic whose count differs from the setting.
 
 One appended batch is ONE Kafka record: its value is the JSON array of the batch's events, with
 the header `format: batch-1` (the envelope's version). A record is written, replicated and read
@@ -16,8 +20,8 @@ transaction holds back — under read_committed another producer's open transact
 holds the last stable offset back, and a position just handed out would read as past the head.
 
 Positions (kafka_records.py, with the envelope): SPAN = 2**16 per record, a record's last event
-at (offset + 1) * SPAN, so positions strictly increase in log order, are never reused, and the
-head is `end offset * SPAN` without reading a record.
+at (offset + 1) * SPAN in its partition's lane, so positions strictly increase in a partition's
+order, are never reused, and a partition's head is `end offset * SPAN` without reading a record.
 
 Size: a request of limits.max_body_bytes, sealed, must fit one record; the topic is created with
 `max.message.bytes` of `cluster.kafka_max_record_bytes` plus the envelope, the producer's
@@ -37,6 +41,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from schemas.events import Event, LoggedEvent
 from services.adapters.event_log.kafka_records import (
@@ -47,15 +52,18 @@ from services.adapters.event_log.kafka_records import (
     SPAN,
     batch_key,
     encode_batch,
+    head_of,
     logged_events,
     logged_from_record,
     offset_after,
 )
+from services.core.positions import MAX_LANES, Checkpoints, lane_for_tenant, lane_of
 from services.errors import BackendUnavailable, Invalid, OrgmemError, TooLarge
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from services.adapters.event_log.kafka_subscription import KafkaSubscription
 
-PARTITION = 0
+log = logging.getLogger(__name__)
 
 
 def topic_configs(max_record_bytes: int, min_insync_replicas: int | None = None) -> dict[str, str]:
@@ -99,9 +107,13 @@ def driver_errors(action: str) -> Iterator[None]:
 class KafkaEventLog:
     def __init__(self, bootstrap: str, topic: str, *, replication_factor: int = 1,
                  min_insync_replicas: int | None = None, max_record_bytes: int = 64 * 1024 * 1024,
-                 client_id: str = "orgmem", create_topic: bool = True, timeout_ms: int = 30_000):
+                 client_id: str = "orgmem", create_topic: bool = True, timeout_ms: int = 30_000,
+                 partitions: int = 1):
         if not bootstrap:
             raise OrgmemError("cluster.kafka_bootstrap: required for the Kafka event log")
+        if not 1 <= partitions <= MAX_LANES:
+            raise OrgmemError(f"cluster.kafka_partitions: 1 to {MAX_LANES}, got {partitions}")
+        self.partitions = partitions
         self.bootstrap = [b.strip() for b in bootstrap.split(",") if b.strip()]
         self.topic, self.client_id, self.timeout_ms = topic, client_id, timeout_ms
         self.max_record_bytes = max_record_bytes
@@ -119,6 +131,7 @@ class KafkaEventLog:
             min_insync_replicas=getattr(cluster, "kafka_min_insync_replicas", None),
             max_record_bytes=getattr(cluster, "kafka_max_record_bytes", 64 * 1024 * 1024),
             timeout_ms=getattr(cluster, "kafka_timeout_ms", 10_000),
+            partitions=getattr(cluster, "kafka_partitions", 1),
         )
 
     # -- topic ------------------------------------------------------------------------------
@@ -133,20 +146,28 @@ class KafkaEventLog:
                                      request_timeout_ms=self.timeout_ms, bootstrap_timeout_ms=self.timeout_ms)
             try:
                 try:
-                    admin.create_topics({self.topic: {"num_partitions": 1, "replication_factor": replication_factor,
-                                                      "configs": configs}},
+                    admin.create_topics({self.topic: {"num_partitions": self.partitions,
+                                                      "replication_factor": replication_factor, "configs": configs}},
                                         wait_for_metadata=True)
-                    log.info("created topic %s (1 partition, infinite retention)", self.topic)
+                    log.info("created topic %s (%d partitions, infinite retention)", self.topic, self.partitions)
                 except TopicAlreadyExistsError:
                     pass
                 described = admin.describe_topics([self.topic])
             finally:
                 admin.close()
         partitions = len(described[0].get("partitions", [])) if described else 0
-        if partitions != 1:
+        if partitions != self.partitions:
             raise OrgmemError(
-                f"cluster.kafka_topic: topic {self.topic!r} has {partitions} partitions; orgmem needs exactly one "
-                "(the write-path rules need one total order; see docs/cluster.md)")
+                f"cluster.kafka_topic: topic {self.topic!r} has {partitions} partitions and cluster.kafka_partitions "
+                f"is {self.partitions}: a tenant's events must stay in one partition, so the count cannot change "
+                "under an existing log (set the setting to the topic's count; see docs/cluster.md)")
+
+    def lane_for(self, tenant: str) -> int:
+        """The partition (lane of positions) that holds the tenant's events."""
+        return lane_for_tenant(tenant, self.partitions)
+
+    def lanes(self) -> list[int]:
+        return list(range(self.partitions))
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -176,6 +197,11 @@ class KafkaEventLog:
             return []
         if len(events) > SPAN:
             raise Invalid(f"{COMPONENT}: a batch holds at most {SPAN} events, got {len(events)}; append it in parts")
+        tenants = {e.tenant for e in events}
+        if len(tenants) > 1 and self.partitions > 1:
+            raise Invalid(f"{COMPONENT}: a batch holds one tenant's events when the log is split by tenant; "
+                          f"got {len(tenants)} tenants")
+        partition = self.lane_for(events[0].tenant)
         value = encode_batch(events)
         if len(value) > self.max_record_bytes:
             raise TooLarge(f"{COMPONENT}: the batch of {len(events)} events is {len(value)} bytes as a log record, "
@@ -185,13 +211,13 @@ class KafkaEventLog:
             producer = self._producer_ready()
             try:
                 with driver_errors("append"):
-                    future = producer.send(self.topic, key=batch_key(events), value=value, partition=PARTITION,
+                    future = producer.send(self.topic, key=batch_key(events), value=value, partition=partition,
                                            headers=[(FORMAT_HEADER, BATCH_FORMAT)])
                     metadata = future.get(timeout=self._delivery_timeout_ms() / 1000 + 1)
             except BaseException:
                 self._restart_producer()
                 raise
-        return logged_events(events, metadata.offset, metadata.timestamp)
+        return logged_events(events, metadata.offset, metadata.timestamp, partition)
 
     def _restart_producer(self) -> None:
         # After a failed send an idempotent producer's sequence numbers may be out of step with the
@@ -214,26 +240,35 @@ class KafkaEventLog:
             request_timeout_ms=max(self.timeout_ms, 31_000), bootstrap_timeout_ms=self.timeout_ms, **extra,
         )
 
+    def _partitions(self) -> list:
+        from kafka import TopicPartition
+
+        return [TopicPartition(self.topic, p) for p in range(self.partitions)]
+
     def _reader_ready(self):
         if self._reader is None:
-            from kafka import TopicPartition
-
             with driver_errors("start reader"):
                 reader = self._consumer(group_id=None)
-                reader.assign([TopicPartition(self.topic, PARTITION)])
+                reader.assign(self._partitions())
             self._reader = reader
         return self._reader
 
     def read(self, after: int, limit: int) -> list[LoggedEvent]:
+        """Events after `after` in ITS lane (partition): a lane's order is the only order there is."""
         from kafka import TopicPartition
 
-        tp = TopicPartition(self.topic, PARTITION)
+        lane = lane_of(after)
+        if lane >= self.partitions:
+            raise Invalid(f"after: position {after} is in lane {lane}; the log has {self.partitions} partitions")
+        tp = TopicPartition(self.topic, lane)
         with self._read_lock, driver_errors("read"):
             reader = self._reader_ready()
             end = reader.end_offsets([tp])[tp]  # the high watermark: every acknowledged record
             offset = offset_after(after)
             if offset >= end or limit <= 0:
                 return []
+            reader.pause(*[other for other in reader.assignment() if other != tp])
+            reader.resume(tp)
             reader.seek(tp, offset)
             found: list[LoggedEvent] = []
             deadline = time.monotonic() + self.timeout_ms / 1000
@@ -248,21 +283,26 @@ class KafkaEventLog:
             return found[:limit]
 
     def head(self) -> int:
-        """Position of the last appended event (0 for an empty log): the last record's last event
-        is at `end offset * SPAN`, so no record is read."""
-        from kafka import TopicPartition
+        """Position of lane 0's last appended event (0 for an empty log): the whole log's head
+        with one partition. `heads()` gives every lane's."""
+        return self.heads()[0]
 
-        tp = TopicPartition(self.topic, PARTITION)
+    def heads(self) -> Checkpoints:
+        """Each partition's last position: its last record's last event is at `end offset * SPAN`
+        in the partition's lane, so no record is read."""
         with self._read_lock, driver_errors("head"):
-            return self._reader_ready().end_offsets([tp])[tp] * SPAN
+            ends = self._reader_ready().end_offsets(self._partitions())
+        return Checkpoints({tp.partition: head_of(tp.partition, end) for tp, end in ends.items()})
 
     def backlog(self, after: int, head: int) -> int:
-        """Records (appended batches) not wholly applied: positions leave gaps, so `head - after`
-        would count 65,536 per batch."""
-        return head // SPAN - offset_after(after)
+        """Records (appended batches) of one lane not wholly applied: positions leave gaps, so
+        `head - after` would count 65,536 per batch."""
+        return offset_after(head) - offset_after(after)
 
-    def subscribe(self, group_id: str, checkpoint: Callable[[], int], max_poll_records: int = 256,
+    def subscribe(self, group_id: str, checkpoint: Callable[[int], int], max_poll_records: int = 256,
                   max_poll_interval_ms: int = 600_000) -> KafkaSubscription:
+        from services.adapters.event_log.kafka_subscription import KafkaSubscription
+
         return KafkaSubscription(self, group_id, checkpoint, max_poll_records, max_poll_interval_ms)
 
     def close(self) -> None:
@@ -273,81 +313,3 @@ class KafkaEventLog:
                 except Exception:  # closing is best effort
                     log.exception("closing a Kafka client failed")
         self._producer = self._reader = None
-
-
-class KafkaSubscription:
-    """The indexer's feed: a member of consumer group `group_id`. Kafka gives the one partition
-    to one member at a time; the others wait as hot standbys and take over on a rebalance.
-
-    The projections' own checkpoint (in the row store) decides where reading starts, not the
-    group's committed offset: on every assignment the consumer seeks to `checkpoint()`. Offsets
-    are still committed after each applied batch, so `kafka-consumer-groups` shows the lag.
-    A poll hands out at most `max_records` events; the rest of a record waits for the next poll."""
-
-    def __init__(self, event_log: KafkaEventLog, group_id: str, checkpoint: Callable[[], int],
-                 max_poll_records: int, max_poll_interval_ms: int):
-        from kafka import ConsumerRebalanceListener, TopicPartition
-
-        self.tp = TopicPartition(event_log.topic, PARTITION)
-        self._checkpoint = checkpoint
-        self._after = 0  # the position last sought to: its record's events up to it are dropped
-        self._pending: list[LoggedEvent] = []
-        subscription = self
-
-        class _Listener(ConsumerRebalanceListener):
-            def on_partitions_revoked(self, revoked):
-                log.info("indexer: partitions revoked: %s", revoked)
-                subscription._pending = []
-
-            def on_partitions_assigned(self, assigned):
-                for tp in assigned:
-                    position = subscription._checkpoint()
-                    log.info("indexer: assigned %s; resuming after position %d", tp, position)
-                    subscription._seek_consumer(position)
-
-        with driver_errors(f"join consumer group {group_id}"):
-            self.consumer = event_log._consumer(
-                group_id=group_id, max_poll_records=max_poll_records, max_poll_interval_ms=max_poll_interval_ms,
-                session_timeout_ms=30_000, heartbeat_interval_ms=3_000,
-            )
-            self.consumer.subscribe([event_log.topic], listener=_Listener())
-
-    def _seek_consumer(self, position: int) -> None:
-        self.consumer.seek(self.tp, offset_after(position))
-        self._after, self._pending = position, []
-
-    def assigned(self) -> bool:
-        return self.tp in self.consumer.assignment()
-
-    def poll(self, max_records: int, timeout_s: float) -> list[LoggedEvent]:
-        deadline = time.monotonic() + timeout_s
-        with driver_errors("poll"):
-            while len(self._pending) < max_records:
-                # Wait only while nothing is in hand; then take what is already fetched.
-                wait_s = 0.0 if self._pending else max(0.0, deadline - time.monotonic())
-                records = self.consumer.poll(timeout_ms=int(wait_s * 1000), max_records=1).get(self.tp, [])
-                if not records:
-                    break
-                for record in records:
-                    self._pending += logged_from_record(record, self._after)
-        handed, self._pending = self._pending[:max_records], self._pending[max_records:]
-        return handed
-
-    def seek(self, position: int) -> None:
-        if self.assigned():
-            with driver_errors("seek"):
-                self._seek_consumer(position)
-
-    def commit(self, position: int) -> None:
-        """Record that every event up to `position` is applied: the next offset to read is that of
-        the record holding the next event (the same record while it is applied in part)."""
-        from kafka import OffsetAndMetadata
-
-        with driver_errors("commit"):
-            self.consumer.commit({self.tp: OffsetAndMetadata(offset_after(position), "", -1)})
-
-    def close(self) -> None:
-        try:
-            self.consumer.close()
-        except Exception:
-            log.exception("closing the Kafka consumer failed")

@@ -10,7 +10,11 @@ positions strictly increase in log order, are never reused, the head is `end off
 without reading a record, and the event after position p is in the record at offset p // SPAN
 (the next one when p ends a record). A checkpoint can end inside a record when a reader's batch
 splits one: reading after p drops that record's events at or below p. A record holds at most SPAN
-events; positions stay below 2**53 (exact in the web console's JavaScript) for 2**37 records.
+events.
+
+A topic with several partitions (the log split by tenant) gives each partition a lane of
+positions (services.core.positions): the positions above plus `lane_start(partition)`, so one
+integer still names the partition and the place in it; a lane holds 2**31 records.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from datetime import UTC, datetime
 from pydantic import TypeAdapter, ValidationError
 
 from schemas.events import Event, LoggedEvent, event_to_json
+from services.core.positions import in_lane, lane_of, lane_start
 from services.errors import BackendUnavailable, OrgmemError
 
 COMPONENT = "event log (Kafka)"
@@ -30,16 +35,23 @@ ENVELOPE_ROOM = 64 * 1024  # record batch header, key and headers, over the valu
 _EVENTS = TypeAdapter(list[Event])
 
 
-def position_of(offset: int, index: int, count: int) -> int:
-    """Event `index` of the `count` events of the record at `offset`; the last is (offset + 1) * SPAN."""
-    return (offset + 1) * SPAN - (count - 1 - index)
+def position_of(offset: int, index: int, count: int, partition: int = 0) -> int:
+    """Event `index` of the `count` events of the record at `offset` of `partition`; the last is
+    at (offset + 1) * SPAN in the partition's lane."""
+    return lane_start(partition) + (offset + 1) * SPAN - (count - 1 - index)
 
 
 def offset_after(position: int) -> int:
-    """The offset of the record that holds the first event with a position greater than `position`."""
+    """The offset of the record (in the partition of the position's lane) that holds the first
+    event with a position greater than `position`."""
     if position < 0:
         raise OrgmemError(f"after: a log position is >= 0, got {position}")
-    return position // SPAN
+    return in_lane(position) // SPAN
+
+
+def head_of(partition: int, end_offset: int) -> int:
+    """The position of a partition's last event: its last record's, with no record read."""
+    return lane_start(partition) + end_offset * SPAN
 
 
 def encode_batch(events: Sequence[Event]) -> bytes:
@@ -69,10 +81,10 @@ def batch_of(record) -> list[Event]:
     return events
 
 
-def logged_events(events: Sequence[Event], offset: int, timestamp_ms: int) -> list[LoggedEvent]:
-    """The events of the record at `offset`, appended at `timestamp_ms`, with their positions."""
+def logged_events(events: Sequence[Event], offset: int, timestamp_ms: int, partition: int = 0) -> list[LoggedEvent]:
+    """The events of the record at `offset` of `partition`, appended at `timestamp_ms`, with their positions."""
     at = datetime.fromtimestamp(timestamp_ms / 1000, tz=UTC)
-    return [LoggedEvent(position=position_of(offset, i, len(events)), appended_at=at, event=e)
+    return [LoggedEvent(position=position_of(offset, i, len(events), partition), appended_at=at, event=e)
             for i, e in enumerate(events)]
 
 
@@ -80,7 +92,7 @@ def logged_from_record(record, after: int = 0) -> list[LoggedEvent]:
     """The record's events with their positions, less those at or below `after` in the record that
     `after` points into (a checkpoint inside a record). A record elsewhere is passed on whole, so
     a log that hands out old positions again still shows them (the indexer stops on it)."""
-    logged = logged_events(batch_of(record), record.offset, record.timestamp)
-    if record.offset == offset_after(after):
+    logged = logged_events(batch_of(record), record.offset, record.timestamp, record.partition)
+    if lane_of(after) == record.partition and record.offset == offset_after(after):
         logged = [e for e in logged if e.position > after]
     return logged

@@ -21,6 +21,7 @@ from services.adapters.sqlite_common import (
     rollback_quietly,
     translated,
 )
+from services.core.positions import Checkpoints
 
 COMPONENT = "event log (sqlite)"
 
@@ -127,6 +128,12 @@ class SqliteEventLog:
         with self._lock, translated(COMPONENT):
             value = self._conn.execute("SELECT MAX(position) FROM events").fetchone()[0]
         return int(value or 0)
+
+    def heads(self) -> Checkpoints:
+        return Checkpoints({0: self.head()})  # one lane
+
+    def lane_for(self, tenant: str) -> int:
+        return 0
 
     def backlog(self, after: int, head: int) -> int:
         return head - after  # positions are dense: one per event

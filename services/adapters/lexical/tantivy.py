@@ -28,6 +28,10 @@ from services.ports import Hit
 COMPONENT = "lexical index (tantivy)"
 
 _WRITER_HEAP = 50_000_000
+# Another process's write holds the directory lock for one commit (the cluster's shared folder:
+# several indexers on one index), so a writer that finds it busy waits this long, then fails.
+_LOCK_WAIT_S = 10.0
+_LOCK_RETRY_S = 0.02
 # The top-k is fetched with this much slack so that a tie straddling the k-th place is seen whole
 # and broken by ingest position, not by tantivy's internal document order.
 _TIE_SLACK = 16
@@ -56,12 +60,13 @@ def _driver_errors(action: str) -> Iterator[None]:
 class TantivyLexicalIndex:
     """BM25 text leg and tag leg over rows, with the scope applied inside the query."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, lock_wait_s: float = _LOCK_WAIT_S):
         self._path = Path(path)
+        self.lock_wait_s = lock_wait_s
         self._schema = schema()
         self._queries = Queries(self._schema)
         # One writer at a time within this process; other processes are kept out by tantivy's
-        # lock, which is only held for the duration of a write call.
+        # lock, which is only held for the duration of a write call (a writer waits for it: _writer).
         self._write_lock = threading.Lock()
         try:
             self._path.mkdir(parents=True, exist_ok=True)
@@ -129,7 +134,7 @@ class TantivyLexicalIndex:
 
         self._write("delete", rewrite)
         with self._write_lock, _driver_errors("collect erased segments"):
-            writer = self._open_index().writer(heap_size=_WRITER_HEAP, num_threads=1)
+            writer = self._writer(self._open_index())
             try:
                 writer.garbage_collect_files()
                 writer.wait_merging_threads()
@@ -163,7 +168,7 @@ class TantivyLexicalIndex:
     def _write(self, action: str, operation) -> None:
         index = self._open_index()
         with self._write_lock, _driver_errors(action):
-            writer = index.writer(heap_size=_WRITER_HEAP, num_threads=1)
+            writer = self._writer(index)
             try:
                 operation(writer)
                 writer.commit()
@@ -181,6 +186,18 @@ class TantivyLexicalIndex:
                 # holds this frame is still alive.
                 writer = None  # noqa: F841
             self._reload(index)
+
+    def _writer(self, index: tantivy.Index) -> tantivy.IndexWriter:
+        """A writer, once the directory lock is free: while another process holds it (its
+        writes take one commit) this waits up to `_LOCK_WAIT_S`, then LockBusy goes up."""
+        deadline = time.monotonic() + self.lock_wait_s
+        while True:
+            try:
+                return index.writer(heap_size=_WRITER_HEAP, num_threads=1)
+            except ValueError as exc:
+                if "LockBusy" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(_LOCK_RETRY_S)
 
     # -- reads ------------------------------------------------------------------------------
 

@@ -1,16 +1,21 @@
 """RowStore on Elasticsearch (cluster profile).
 
 Rows live in the rows index, one document per row (the same documents the lexical leg
-searches); their state history, the skipped documents and the projection checkpoint live in
+searches); their state history, the skipped documents and the projection checkpoints live in
 companion indices `<index>-history`, `<index>-skipped` and `<index>-meta`.
 
+The log has lanes (partitions, `services.core.positions`), not ordered against each other, so
+there is one checkpoint document per lane: lane 0's is `checkpoint`, as before lanes (an
+existing cluster reads on from it), lane N's `checkpoint-N`. Each lane's document carries its
+own redo record and its own fencing, so writers of different lanes never fence each other.
+
 ES has no multi-document transaction, so a batch is made atomic in effect with a redo record:
-`apply` first writes the whole batch into the checkpoint document (one document write is
+`apply` first writes the whole batch into its lane's checkpoint document (one document write is
 atomic), then the rows, history and skips, then the checkpoint with the batch cleared. A writer
-that finds a batch left pending (its predecessor died half-way) finishes it before anything
-else, so the write-path rules never read a half-applied batch. Every checkpoint write is
-conditional on the version this process last saw (`if_seq_no`), which fences out a second
-writer or a reset that happened meanwhile.
+that finds a batch left pending in a lane (its predecessor died half-way) finishes it before it
+reads or writes that lane, so the write-path rules never read a half-applied batch. Every
+checkpoint write is conditional on the version this process last saw of that lane's document
+(`if_seq_no`), which fences out a second writer of the lane or a reset that happened meanwhile.
 
 That fences the checkpoint, not the rows a stalled writer sends between its redo record and its
 checkpoint: so each row document is versioned by the log position of the event that produced
@@ -28,11 +33,14 @@ from datetime import datetime
 from schemas.rows import Row, RowChange
 from services.adapters import elasticsearch_common as es
 from services.adapters.row_store.elasticsearch_documents import (
+    CHECKPOINT_LANES,
     COMPANIONS,
     HEAD_FIELDS,
     VERSION_FIELDS,
+    SeenCheckpoint,
     batch_operations,
     change_from,
+    checkpoint_id,
     companion_settings,
     decode_batch,
     encode_batch,
@@ -41,13 +49,13 @@ from services.adapters.row_store.elasticsearch_documents import (
     version_fields,
     versions_query,
 )
+from services.core.positions import Checkpoints, lane_of, lane_start
 from services.core.scope import Scope
 from services.core.versions import VersionFields
 from services.errors import OrgmemError, ProjectionFenced
 from services.ports import RowHead, RowMutation, SkippedDocument
 
 COMPONENT = "row store (Elasticsearch)"
-_CHECKPOINT = "checkpoint"
 _PAGE = 1000
 
 
@@ -58,9 +66,7 @@ class ElasticsearchRowStore:
             raise OrgmemError("cluster.es_url: required for the Elasticsearch row store")
         self.client = client if client is not None else es.connect(url)
         self.index, self.shards, self.replicas, self.refresh, self.writer = index, shards, replicas, refresh, writer
-        # (seq_no, primary_term, concrete index) of the checkpoint we last saw: written back to that
-        # index, not through the alias, so a rebuild's switch (docs/cluster.md) cannot redirect it.
-        self._seen: tuple[int, int, str] | None = None
+        self._seen: dict[int, SeenCheckpoint] = {}  # by lane: only lanes this process read or wrote
         self._create_indices()
 
     @classmethod
@@ -85,37 +91,43 @@ class ElasticsearchRowStore:
                     if "resource_already_exists" not in str(exc):
                         raise
 
-    # -- the checkpoint and the batch -------------------------------------------------------
+    # -- the checkpoints and the batch ----------------------------------------------------
 
-    def _load(self) -> tuple[int, dict | None]:
+    def _remember(self, lane: int, doc: dict) -> dict | None:
+        """Note a lane's checkpoint document as read; returns its pending batch, if any."""
+        source = doc["_source"]
+        self._seen[lane] = SeenCheckpoint(doc["_seq_no"], doc["_primary_term"], doc.get("_index") or f"{self.index}-meta",
+                                          int(source.get("applied_position", lane_start(lane))))
+        return source.get("pending")
+
+    def _load(self, lane: int) -> dict | None:
         from elasticsearch import NotFoundError
 
         with es.driver_errors(COMPONENT, "read checkpoint"):
             try:
-                doc = self.client.get(index=f"{self.index}-meta", id=_CHECKPOINT)
+                doc = self.client.get(index=f"{self.index}-meta", id=checkpoint_id(lane))
             except NotFoundError:
-                self._seen = None
-                return 0, None
-        self._seen = (doc["_seq_no"], doc["_primary_term"], doc.get("_index") or f"{self.index}-meta")
-        source = doc["_source"]
-        return int(source.get("applied_position", 0)), source.get("pending")
+                self._seen.pop(lane, None)
+                return None
+        return self._remember(lane, doc)
 
-    def _store_checkpoint(self, applied: int, pending: dict | None) -> None:
+    def _store_checkpoint(self, lane: int, applied: int, pending: dict | None) -> None:
         from elasticsearch import ConflictError, NotFoundError
 
-        condition = ({"if_seq_no": self._seen[0], "if_primary_term": self._seen[1]} if self._seen
-                     else {"op_type": "create"})
+        seen = self._seen.get(lane)
+        condition = {"if_seq_no": seen.seq_no, "if_primary_term": seen.primary_term} if seen else {"op_type": "create"}
         with es.driver_errors(COMPONENT, "write checkpoint"):
             try:
-                result = self.client.index(index=self._seen[2] if self._seen else f"{self.index}-meta",
-                                           id=_CHECKPOINT, refresh="true",
-                                           document={"applied_position": applied, "pending": pending}, **condition)
+                result = self.client.index(index=seen.index if seen else f"{self.index}-meta", id=checkpoint_id(lane),
+                                           refresh="true", document={"applied_position": applied, "pending": pending},
+                                           **condition)
             except (ConflictError, NotFoundError) as exc:
-                self._seen = None
+                self._seen.pop(lane, None)
                 raise ProjectionFenced(
-                    f"{COMPONENT}: the checkpoint of {self.index} changed under this writer (another indexer, "
-                    "or a rebuild); continue from applied_position()") from exc
-        self._seen = (result["_seq_no"], result["_primary_term"], result.get("_index") or f"{self.index}-meta")
+                    f"{COMPONENT}: the checkpoint of lane {lane} of {self.index} changed under this writer (another "
+                    f"indexer, or a rebuild); continue from applied_position({lane})") from exc
+        self._seen[lane] = SeenCheckpoint(result["_seq_no"], result["_primary_term"],
+                                          result.get("_index") or f"{self.index}-meta", applied)
 
     def _write_batch(self, mutations: Sequence[RowMutation], skipped: Sequence[SkippedDocument]) -> None:
         operations = batch_operations(self.index, mutations, skipped)
@@ -128,34 +140,59 @@ class ElasticsearchRowStore:
             # The checkpoint keeps the batch pending: the next apply or restart redoes it whole.
             raise OrgmemError(f"{COMPONENT}: batch not applied: " + "; ".join(failures[:10]))
 
-    def apply(self, mutations: Sequence[RowMutation], skipped: Sequence[SkippedDocument], position: int) -> None:
-        applied = self.applied_position() if self._seen is None else self._applied
-        self._store_checkpoint(applied, encode_batch(mutations, skipped, position))
-        self._write_batch(mutations, skipped)
-        self._applied = max(applied, position)
-        self._store_checkpoint(self._applied, None)
-
-    def applied_position(self) -> int:
-        applied, pending = self._load()
+    def _finish(self, lane: int, pending: dict | None) -> None:
+        """The previous writer of the lane died between its redo record and its checkpoint: finish
+        its batch (a reader leaves it to the writers)."""
         if pending and self.writer:
-            # The previous writer died between its redo record and its checkpoint: finish its batch.
             mutations, skipped, position = decode_batch(pending)
             self._write_batch(mutations, skipped)
-            applied = max(applied, position)
-            self._store_checkpoint(applied, None)
-        self._applied = applied
-        return applied
+            self._store_checkpoint(lane, max(self._seen[lane].applied, position), None)
+
+    def _current(self, lane: int) -> int:
+        """The lane's position as this writer last saw it; read (a pending batch finished) if never."""
+        return self._seen[lane].applied if lane in self._seen else self.applied_position(lane)
+
+    def apply(self, mutations: Sequence[RowMutation], skipped: Sequence[SkippedDocument], position: int) -> None:
+        lane = lane_of(position)
+        if any(lane_of(m.change.position) != lane for m in mutations) or any(lane_of(s.position) != lane for s in skipped):
+            raise OrgmemError(f"{COMPONENT}: a batch up to position {position} holds events of another lane")
+        applied = self._current(lane)
+        self._store_checkpoint(lane, applied, encode_batch(mutations, skipped, position))
+        self._write_batch(mutations, skipped)
+        self._store_checkpoint(lane, max(applied, position), None)
+
+    def applied_position(self, lane: int = 0) -> int:
+        self._finish(lane, self._load(lane))
+        return self._seen[lane].applied if lane in self._seen else lane_start(lane)
+
+    def applied_positions(self) -> Checkpoints:
+        """Every lane's checkpoint ever written, read in one mget over the meta index (realtime,
+        as a get is: a search would only see what was refreshed); pending batches are finished."""
+        with es.driver_errors(COMPONENT, "read checkpoints"):
+            response = self.client.mget(index=f"{self.index}-meta", ids=list(CHECKPOINT_LANES))
+        self._seen.clear()  # a lane no longer there (a reset) is written afresh
+        found = {CHECKPOINT_LANES[doc["_id"]]: doc for doc in response["docs"] if doc.get("found")}
+        for lane, doc in found.items():
+            self._finish(lane, self._remember(lane, doc))
+        return Checkpoints({lane: self._seen[lane].applied for lane in found})
 
     def erase(self, tenant: str, row_ids: Sequence[str], position: int | None) -> list[str]:
         """Delete rows, their history and skip records, leave an 'erased' skip record per id, and
-        move the checkpoint to `position` (None: an out-of-band purge). Idempotent, so a crash
-        before the checkpoint only means the erasure is applied again. Returns the stored ids.
+        move the checkpoint of `position`'s lane to it. None: an out-of-band purge, whose skip
+        records stand at the checkpoint of the rows' lane (a tenant's rows share one; lane 0 when
+        none is stored) and which moves no checkpoint. Idempotent, so a crash before the
+        checkpoint only means the erasure is applied again. Returns the stored ids.
         Segments with deletions are force-merged, so no segment keeps an erased row's text."""
         ids = list(dict.fromkeys(row_ids))
         if not ids:
             return []
-        stored = [doc["_id"] for doc in self._mget(ids, ["row_id"])]
-        at = self.applied_position() if position is None else position
+        found = list(self._mget(ids, ["row_id", "ingest_position"]))
+        stored = [doc["_id"] for doc in found]
+        if position is None:
+            lane = lane_of(found[0]["_source"]["ingest_position"]) if found else 0
+            at = self.applied_position(lane)
+        else:
+            lane, at = lane_of(position), position
         by_id = {"terms": {"row_id": ids}}
         with es.driver_errors(COMPONENT, "erase"):
             self.client.delete_by_query(index=self.index, query={"ids": {"values": ids}}, refresh=True, conflicts="proceed")
@@ -166,12 +203,8 @@ class ElasticsearchRowStore:
                 self.client.indices.forcemerge(index=f"{self.index}-{suffix}", only_expunge_deletes=True)
         self._write_batch([], [SkippedDocument(rid, at, "erased", tenant=tenant) for rid in ids])
         if position is not None:
-            applied = self.applied_position() if self._seen is None else self._applied
-            self._applied = max(applied, position)
-            self._store_checkpoint(self._applied, None)
+            self._store_checkpoint(lane, max(self._current(lane), position), None)
         return stored
-
-    _applied = 0
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -328,11 +361,11 @@ class ElasticsearchRowStore:
         return {"active": states.get("active", 0), "archived": states.get("archived", 0), "skipped": skipped}
 
     def reset(self) -> None:
-        """Delete every row, step, skip and the checkpoint (a rebuild replays the log)."""
+        """Delete every row, step, skip and every lane's checkpoint (a rebuild replays the log)."""
         names = [self.index] + [f"{self.index}-{s}" for s in ("history", "skipped", "meta")]
         with es.driver_errors(COMPONENT, "reset"):
             self.client.indices.delete(index=",".join(names), ignore_unavailable=True)
-        self._seen, self._applied = None, 0
+        self._seen.clear()
         self._create_indices()
 
     def close(self) -> None:

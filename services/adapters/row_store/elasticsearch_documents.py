@@ -1,15 +1,18 @@
 """What the Elasticsearch row store writes and asks, as plain bodies without a client: the
-companion indices' mappings and settings, a batch's bulk operations and its redo record, the
-queries of `versions_of`, and the documents read back as rows' heads, versions and steps.
+companion indices' mappings and settings, the lanes' checkpoint documents, a batch's bulk
+operations and its redo record, the queries of `versions_of`, and the documents read back as
+rows' heads, versions and steps.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import NamedTuple
 
 from schemas.rows import Row, RowChange
 from services.adapters import elasticsearch_common as es
+from services.core.positions import MAX_LANES
 from services.core.versions import VersionFields
 from services.ports import RowHead, RowMutation, SkippedDocument
 
@@ -33,8 +36,29 @@ META_MAPPINGS = {"dynamic": "strict", "properties": {
 COMPANIONS = (("history", HISTORY_MAPPINGS), ("skipped", SKIPPED_MAPPINGS), ("meta", META_MAPPINGS))
 
 
+def checkpoint_id(lane: int) -> str:
+    """The id of a lane's checkpoint document in `<index>-meta`. Lane 0's keeps the name it had
+    before lanes, so an existing cluster reads on from where it was."""
+    return "checkpoint" if lane == 0 else f"checkpoint-{lane}"
+
+
+CHECKPOINT_LANES = {checkpoint_id(lane): lane for lane in range(MAX_LANES)}  # document id -> lane
+
+
+class SeenCheckpoint(NamedTuple):
+    """A lane's checkpoint document as this process last read or wrote it: the sequence number
+    and primary term its next write is conditional on, the concrete index it lives in (written
+    back there, not through the alias, so a rebuild's switch cannot redirect it), and the
+    position it holds."""
+
+    seq_no: int
+    primary_term: int
+    index: str
+    applied: int
+
+
 def companion_settings(suffix: str, shards: int, replicas: int) -> dict:
-    """The checkpoint is one document: its index gets one shard whatever the rows index has."""
+    """The checkpoints are a document per lane: their index gets one shard whatever the rows index has."""
     return {"number_of_shards": 1 if suffix == "meta" else shards, "number_of_replicas": replicas}
 
 

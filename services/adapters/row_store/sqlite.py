@@ -20,9 +20,21 @@ from datetime import datetime
 from pathlib import Path
 
 from schemas.rows import Row, RowChange
-from services.adapters.row_store.sqlite_schema import COMPONENT, open_row_store
+from services.adapters.row_store.sqlite_schema import (
+    CHECKPOINT_KEY,
+    COMPONENT,
+    advance,
+    checkpoint_key,
+    open_row_store,
+)
 from services.adapters.row_store.sqlite_thread_cache import ThreadFieldsCache
-from services.adapters.sqlite_common import decode_time, encode_time, rollback_quietly, translated
+from services.adapters.sqlite_common import (
+    decode_time,
+    encode_time,
+    rollback_quietly,
+    translated,
+)
+from services.core.positions import Checkpoints, lane_start
 from services.core.scope import Scope, acl_tokens
 from services.core.versions import VersionFields
 from services.core.write_rules import author_scope, content_hash
@@ -40,11 +52,6 @@ _NOT_ERASED = ("NOT EXISTS (SELECT 1 FROM skipped e WHERE e.row_id = ? AND e.rea
                "AND e.position >= ?)")
 _UPDATED = ", ".join(f"{c} = excluded.{c}" for c in (*_COLUMNS.split(", ")[1:], "author_scope", "content_hash",
                                                       "state_position"))
-
-# The checkpoint only moves forward. Both sides are integers: SQLite orders any text above any
-# integer, so MAX(integer, text) kept the text, and a late writer moved the checkpoint back.
-_ADVANCE_CHECKPOINT = ("INSERT INTO meta(key, value) VALUES ('applied_position', ?) ON CONFLICT(key) DO UPDATE "
-                       "SET value = MAX(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))")
 
 _HEAD_COLUMNS = "r.row_id, r.thread, r.ingest_position, r.event_time, r.ingested_at"  # a RowHead
 
@@ -301,7 +308,7 @@ class SqliteRowStore:
                     "(?,?,?,?, COALESCE(?, (SELECT r.tenant FROM rows r WHERE r.row_id = ?)))",
                     [(s.row_id, s.position, s.reason, s.duplicate_of, s.tenant, s.duplicate_of) for s in skipped],
                 )
-                conn.execute(_ADVANCE_CHECKPOINT, (str(position),))
+                advance(conn, position)
                 conn.execute("COMMIT")
             except BaseException:
                 rollback_quietly(conn)
@@ -349,8 +356,8 @@ class SqliteRowStore:
             try:
                 stored: list[str] = []
                 at = position
-                if at is None:
-                    found = conn.execute("SELECT value FROM meta WHERE key = 'applied_position'").fetchone()
+                if at is None:  # out of band: the skip records name lane 0's checkpoint
+                    found = conn.execute("SELECT value FROM meta WHERE key = ?", (CHECKPOINT_KEY,)).fetchone()
                     at = int(found[0]) if found else 0
                 for start in range(0, len(ids), 500):
                     chunk = ids[start : start + 500]
@@ -361,7 +368,7 @@ class SqliteRowStore:
                 conn.executemany("INSERT OR IGNORE INTO skipped(row_id, position, reason, duplicate_of, tenant) "
                                  "VALUES (?, ?, 'erased', NULL, ?)", [(rid, at, tenant) for rid in ids])
                 if position is not None:
-                    conn.execute(_ADVANCE_CHECKPOINT, (str(position),))
+                    advance(conn, position)
                 conn.execute("COMMIT")
             except BaseException:
                 rollback_quietly(conn)
@@ -369,9 +376,15 @@ class SqliteRowStore:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return stored
 
-    def applied_position(self) -> int:
-        found = self._query("SELECT value FROM meta WHERE key = 'applied_position'")
-        return int(found[0][0]) if found else 0
+    def applied_position(self, lane: int = 0) -> int:
+        found = self._query("SELECT value FROM meta WHERE key = ?", (checkpoint_key(lane),))
+        return int(found[0][0]) if found else lane_start(lane)
+
+    def applied_positions(self) -> Checkpoints:
+        found = self._query("SELECT key, value FROM meta WHERE key = ? OR key LIKE ?",
+                            (CHECKPOINT_KEY, f"{CHECKPOINT_KEY}:%"))
+        return Checkpoints({0 if key == CHECKPOINT_KEY else int(key.rsplit(":", 1)[1]): int(value)
+                            for key, value in found})
 
     def count(self, tenant: str | None = None) -> dict[str, int]:
         where, args = ("WHERE tenant = ?", [tenant]) if tenant else ("", [])

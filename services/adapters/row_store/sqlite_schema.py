@@ -1,4 +1,5 @@
-"""The embedded row store's tables, and the migrations of a store written by an earlier orgmem.
+"""The embedded row store's tables, its checkpoint keys, and the migrations of a store written by an
+earlier orgmem.
 
 Opened once per store: the tables and indexes are created if missing, erased bytes are zeroed
 where they lay (`secure_delete`), and a store from before a column existed gains it, filled in
@@ -11,6 +12,7 @@ import sqlite3
 from pathlib import Path
 
 from services.adapters.sqlite_common import open_with_schema, translated
+from services.core.positions import lane_of
 
 # Driver errors are the storage failing: BackendUnavailable(COMPONENT), answered 503.
 COMPONENT = "row store (sqlite)"
@@ -79,3 +81,19 @@ def _add_state_positions(conn: sqlite3.Connection) -> None:
             "BEGIN; ALTER TABLE rows ADD COLUMN state_position INTEGER NOT NULL DEFAULT 0; "
             "UPDATE rows SET state_position = COALESCE((SELECT MAX(h.position) FROM history h "
             "WHERE h.row_id = rows.row_id), ingest_position); COMMIT;")
+
+
+# The checkpoint only moves forward. Both sides are integers: SQLite orders any text above any
+# integer, so MAX(integer, text) kept the text, and a late writer moved the checkpoint back.
+# One checkpoint per lane of the log (services.core.positions): lane 0 keeps the key it always had.
+_ADVANCE_CHECKPOINT = ("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE "
+                       "SET value = MAX(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))")
+CHECKPOINT_KEY = "applied_position"
+
+
+def checkpoint_key(lane: int) -> str:
+    return CHECKPOINT_KEY if lane == 0 else f"{CHECKPOINT_KEY}:{lane}"
+
+
+def advance(conn: sqlite3.Connection, position: int) -> None:
+    conn.execute(_ADVANCE_CHECKPOINT, (checkpoint_key(lane_of(position)), str(position)))

@@ -71,7 +71,7 @@ async def run(kind: Literal["email", "tickets", "meetings"], body: ConnectorRunR
 
     def run_it():
         # Known sources: the row store up to its checkpoint, the log after it (the indexer may lag).
-        known = KnownSources(memory.event_log, caller.tenant, stored, after=memory.checkpoint())
+        known = KnownSources(memory.event_log, caller.tenant, stored, after=memory.checkpoint(memory.lane_for(caller.tenant)))
         return run_connector(kind, paths, memory.event_log, Path(settings.data_dir), caller,
                              guard=guard, known=known, **options)
 

@@ -24,6 +24,7 @@ from schemas.documents import DATE_MAX, DATE_MIN  # the window every entry point
 from services.api.deps import CurrentCaller, State, Writer
 from services.api.problems import ApiProblem, invalid_request
 from services.core.evidence import render_evidence
+from services.core.positions import lane_of
 from services.core.retrieval_config import weights_problem
 from services.core.versions import Version
 from services.errors import NotReady
@@ -86,7 +87,7 @@ async def wait_for_position(memory, position: int, timeout_s: float) -> None:
     (one read of the row store's checkpoint) borrows a thread, for a moment, now and then."""
     loop = asyncio.get_running_loop()
     deadline, delay = loop.time() + timeout_s, 0.005
-    while memory.applied < position:
+    while not memory.covers(position):
         if await run_in_threadpool(memory.wait_for, position, 0):
             return
         remaining = deadline - loop.time()
@@ -109,7 +110,7 @@ async def answer_query(body: QueryRequest, s: State, caller: CurrentCaller) -> Q
     """The query route's answer, also for the MCP tools."""
     limits = s.settings.limits
     check_query_limits(body, limits)
-    if body.after is not None and body.after > (head := s.memory.head()):
+    if body.after is not None and body.after > (head := s.memory.heads().of(lane_of(body.after))):
         # No amount of waiting reaches a position nobody has written: a client error, not a 503.
         raise invalid_request(f"after: position {body.after} is past the log head {head}")
     config = s.memory.config_for(body.preset, k=body.k, reserve=body.reserve, candidates=body.candidates,
@@ -133,7 +134,7 @@ async def answer_query(body: QueryRequest, s: State, caller: CurrentCaller) -> Q
               for sel in result.selected],
         evidence=render_evidence(rows, show_supersession=body.show_supersession, versions=result.versions),
         matched=result.matched, leg_sizes=result.leg_sizes, timings_ms=result.timings_ms,
-        applied_position=s.memory.applied,
+        applied_position=s.memory.applied_for(caller.tenant),
     )
 
 

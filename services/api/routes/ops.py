@@ -24,9 +24,10 @@ def _storage(s) -> dict | None:
 
 @router.get("/readyz", operation_id="ready")
 def readyz(s: State, response: Response) -> dict:
-    head, applied = s.memory.head(), s.memory.applied
+    heads, checkpoints = s.memory.heads(), s.memory.projection.checkpoints
+    head, applied = heads.summary(), checkpoints.summary()
     # Positions are dense on SQLite; on Kafka they leave gaps and the backlog counts batches.
-    lag, unit = (s.memory.backlog(head), "events" if s.settings.profile == "embedded" else "batches")
+    lag, unit = (s.memory.lag(heads), "events" if s.settings.profile == "embedded" else "batches")
     storage = _storage(s)
     alive = s.indexer.is_alive()
     status, reason = ("ready", None) if alive else ("starting", "the indexer is not running")
@@ -36,8 +37,8 @@ def readyz(s: State, response: Response) -> dict:
         status = "projections-broken"
         reason = ("projection " + ", ".join(f"{name} is {state}" for name, state in sorted(problems.items()))
                   + " beside the row store: stop the server and run `orgmem rebuild`")
-    elif head < applied:
-        status, reason = "log-behind", rewound(head, applied)
+    elif behind := rewound(heads, checkpoints):
+        status, reason = "log-behind", behind
     elif status == "ready" and max_lag and lag > max_lag:
         status = "lagging"
         reason = f"the indexer is {lag} {unit} behind the log (indexer_max_lag: {max_lag})"
@@ -51,6 +52,9 @@ def readyz(s: State, response: Response) -> dict:
             "indexer_paused": bool(getattr(s.indexer, "paused", False))}
     if reason:
         body["reason"] = reason
+    if len(heads) > 1:  # a log split by tenant: each lane (partition) on its own
+        body["lanes"] = {str(lane): {"head": lane_head, "applied": checkpoints.of(lane)}
+                         for lane, lane_head in sorted(heads.items())}
     if problems:
         body["projections"] = dict(problems)
     if max_lag:
@@ -63,10 +67,10 @@ def readyz(s: State, response: Response) -> dict:
 @router.get("/metrics", operation_id="metrics")
 def metrics(s: State) -> Response:
     m = s.metrics
-    head, applied = s.memory.head(), s.memory.applied
-    m.log_head.set(head)
-    m.applied.set(applied)
-    m.log_behind.set(1 if head < applied else 0)
+    heads, checkpoints = s.memory.heads(), s.memory.projection.checkpoints
+    m.log_head.set(heads.summary())
+    m.applied.set(checkpoints.summary())
+    m.log_behind.set(1 if checkpoints.behind(heads) else 0)
     m.indexer_errors.set(s.indexer.errors)
     m.indexer_paused.set(1 if getattr(s.indexer, "paused", False) else 0)
     storage = _storage(s)

@@ -38,6 +38,9 @@ class LogOnlyMemory:
     def head(self):
         return self.log.head()
 
+    def heads(self):
+        return self.log.heads()
+
     def read_log(self, after, limit):
         return self.log.read(after, limit)
 
