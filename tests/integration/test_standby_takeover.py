@@ -123,7 +123,9 @@ def test_a_hot_standby_takes_over_from_a_killed_indexer_and_ends_as_an_uninterru
         assert not standby.said("indexer: assigned")  # a member that holds no partition
 
         assert append_documents(log, first, SYSTEM).row_ids == ids[:40]
-        wait_until(lambda: checkpoint(shared) > 0, "the active indexer's first batch", indexers)
+        # Its log line comes just after the batch's commit: wait for both, or the kill can land between.
+        wait_until(lambda: checkpoint(shared) > 0 and active.said("indexed"), "the active indexer's first batch",
+                   indexers)
         killed = time.monotonic()
         active.proc.send_signal(signal.SIGKILL)
         active.proc.wait(timeout=30)
