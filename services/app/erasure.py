@@ -37,7 +37,7 @@ from schemas.events import (
     RowDerived,
     RowRestored,
 )
-from services.app.log_lanes import lane_spans
+from services.app.log_lanes import scan
 from services.app.memory import Memory
 from services.app.sealing import SealingEventLog, name_forms
 from services.core.write_rules import row_id_for
@@ -82,37 +82,20 @@ def _sealing_log(memory: Memory) -> SealingEventLog:
 
 def envelopes(event_log: SealingEventLog, tenant: str | None = None) -> Iterator[Envelope]:
     """Every sealed document of the log (of one tenant), as stored: nothing is opened."""
-    for after, head in lane_spans(event_log, tenant):
-        while after < head:
-            batch = event_log.read_sealed(after, _PAGE)
-            if not batch:
-                break
-            for logged in batch:
-                event = logged.event
-                if isinstance(event, (DocumentObserved, RowDerived)) and event.sealed is not None:
-                    if tenant is None or event.tenant == tenant:
-                        yield Envelope(event.tenant, event.row_id, isinstance(event, RowDerived),
-                                       tuple(event.sealed.keys),
-                                       tuple(event.sources) if isinstance(event, RowDerived) else ())
-            after = batch[-1].position
+    for logged in scan(event_log, event_log.read_sealed, tenant, _PAGE):
+        event = logged.event
+        if isinstance(event, (DocumentObserved, RowDerived)) and event.sealed is not None:
+            if tenant is None or event.tenant == tenant:
+                yield Envelope(event.tenant, event.row_id, isinstance(event, RowDerived), tuple(event.sealed.keys),
+                               tuple(event.sources) if isinstance(event, RowDerived) else ())
 
 
 def _rows_of_source(event_log: SealingEventLog, tenant: str, source_id: str) -> set[str]:
     """Rows whose document came with `source_id` (from any source): the one search that opens
     documents, since a source id is sealed with the rest."""
-    found: set[str] = set()
-    [(after, head)] = lane_spans(event_log, tenant)
-    while after < head:
-        batch = event_log.read(after, _PAGE)
-        if not batch:
-            break
-        for logged in batch:
-            event = logged.event
-            if isinstance(event, DocumentObserved) and event.tenant == tenant and event.document is not None \
-                    and event.document.source_id == source_id:
-                found.add(event.row_id)
-        after = batch[-1].position
-    return found
+    return {logged.event.row_id for logged in scan(event_log, event_log.read, tenant, _PAGE)
+            if isinstance(logged.event, DocumentObserved) and logged.event.tenant == tenant
+            and logged.event.document is not None and logged.event.document.source_id == source_id}
 
 
 def erase(memory: Memory, tenant: str, *, actor: str, reason: str, row_id: str | None = None,

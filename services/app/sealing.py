@@ -41,7 +41,7 @@ from schemas.events import (
     RowDerived,
     SealedDocument,
 )
-from services.app.log_lanes import lane_spans
+from services.app.log_lanes import scan
 from services.core.write_rules import author_scope, content_hash, row_id_for
 from services.errors import OrgmemError
 from services.ports import DataKeyStore, EventLog
@@ -304,14 +304,9 @@ def check_sealed(event_log: SealingEventLog, page: int = 2000) -> None:
     keys = event_log.sealer.keys
     if keys.marker(MARKER):
         return
-    for after, head in lane_spans(event_log):
-        while after < head:
-            batch = event_log.read_sealed(after, page)
-            if not batch:
-                break
-            if any(is_plaintext_document(le.event) for le in batch):
-                raise OrgmemError(
-                    f"the event log holds documents stored before encryption (from position {batch[0].position}); "
-                    "convert it once with `orgmem migrate encrypt` (resumable), or set ORGMEM_ERASURE__ENCRYPT=false")
-            after = batch[-1].position
+    for logged in scan(event_log, event_log.read_sealed, page=page):
+        if is_plaintext_document(logged.event):
+            raise OrgmemError(
+                f"the event log holds documents stored before encryption (at position {logged.position}); "
+                "convert it once with `orgmem migrate encrypt` (resumable), or set ORGMEM_ERASURE__ENCRYPT=false")
     keys.set_marker(MARKER, "1")

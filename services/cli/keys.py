@@ -20,7 +20,7 @@ from schemas.events import (
     MaintenanceRunStarted,
 )
 from services.app.audit import create_key_audited, revoke_key_audited
-from services.app.log_lanes import lane_spans
+from services.app.log_lanes import scan
 from services.cli.common import parse_time, settings_from
 from services.core.keys import ROLES
 from services.errors import KeyRequestError
@@ -116,29 +116,19 @@ def cmd_keys_revoke(args: argparse.Namespace) -> int:
 def audit_entries(event_log, tenant: str | None = None, since: datetime | None = None, batch: int = 1000):
     """Audited actions in log order (lane by lane where the log is split by tenant): admin
     actions, and maintenance runs started and finished."""
-    for position, head in lane_spans(event_log, tenant):
-        yield from _audited_in_lane(event_log, position, head, tenant, since, batch)
-
-
-def _audited_in_lane(event_log, position: int, head: int, tenant: str | None, since: datetime | None, batch: int):
-    while position < head:
-        events = event_log.read(position, batch)
-        if not events:
-            return
-        for logged in events:
-            event = logged.event
-            position = logged.position
-            if tenant is not None and event.tenant != tenant:
-                continue
-            if since is not None and logged.appended_at < since:
-                continue
-            if isinstance(event, AdminActionRecorded):
-                yield logged, event.action, event.actor, event.details
-            elif isinstance(event, MaintenanceRunStarted):
-                yield logged, f"maintenance.{event.job}.started", event.requested_by or "system", \
-                    {"run_id": event.run_id, "judge": event.judge, "params": event.params}
-            elif isinstance(event, MaintenanceRunFinished):
-                yield logged, f"maintenance.{event.status}", "system", {"run_id": event.run_id, "summary": event.summary}
+    for logged in scan(event_log, event_log.read, tenant, batch):
+        event = logged.event
+        if tenant is not None and event.tenant != tenant:
+            continue
+        if since is not None and logged.appended_at < since:
+            continue
+        if isinstance(event, AdminActionRecorded):
+            yield logged, event.action, event.actor, event.details
+        elif isinstance(event, MaintenanceRunStarted):
+            yield logged, f"maintenance.{event.job}.started", event.requested_by or "system", \
+                {"run_id": event.run_id, "judge": event.judge, "params": event.params}
+        elif isinstance(event, MaintenanceRunFinished):
+            yield logged, f"maintenance.{event.status}", "system", {"run_id": event.run_id, "summary": event.summary}
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
