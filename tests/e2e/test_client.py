@@ -178,6 +178,10 @@ def test_refusals_raise_their_exception_with_problem_details(live_server, settin
         with pytest.raises(InvalidRequest) as beyond:
             client.query("policy", after=10**9)
         assert "past the log head" in beyond.value.detail
+        for other_lane in (2**47 + 1, 63 * 2**47 + 5):  # a token of a lane (partition) this log does not have
+            with pytest.raises(InvalidRequest) as no_lane:
+                client.query("policy", after=other_lane)
+            assert "past the log head" in no_lane.value.detail
     assert all(isinstance(e.value, OrgmemError) for e in (refused, forbidden, missing, too_many, empty))
 
 
