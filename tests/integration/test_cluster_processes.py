@@ -99,7 +99,9 @@ def wait_until(condition, what: str, processes, timeout_s: float = START_S) -> N
             if process.proc.poll() is not None:
                 pytest.fail(f"{process.log_path.name} exited ({process.proc.returncode}) while waiting for "
                             f"{what}:\n{process.output()}")
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        if time.monotonic() >= deadline:
+            pytest.fail(f"timed out waiting for {what}:\n" + "\n".join(
+                f"--- {process.log_path.name}\n{process.output()}" for process in processes))
         time.sleep(0.1)
 
 
