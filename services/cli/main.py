@@ -147,6 +147,9 @@ def configure_logging(level: str) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for ours in ("services", "workers", "schemas", "bench"):
         logging.getLogger(ours).setLevel(level)
+    # kafka-python's network loop warns whenever one of its own steps ran past 100 ms, which an
+    # indexer sharing its cores with the encoder does every few seconds: nothing to act on.
+    logging.getLogger("kafka.net.selector").setLevel(logging.NOTSET if level == "DEBUG" else logging.ERROR)
 
 
 def main(argv: list[str] | None = None) -> int:
