@@ -197,6 +197,7 @@ def measure_scale(args, keys: dict[str, str], questions: list[str], built: dict)
     disk = ls.disk_parts(args.data)
     return {**built, **lr.latency_summary([q[2] for q in ok]), "errors": len(queries) - len(ok),
             "embed_p50_ms": ls.stage_p50(ok, "embed"), "vector_p50_ms": ls.stage_p50(ok, "vector"),
+            "stage_p50_ms": {stage: ls.stage_p50(ok, stage) for stage in sorted({s for q in ok for s in q[4]})},
             "graph_rows": last["graph_rows"], "exact_rows": last["exact_rows"], "settle_s": settle_s,
             "last_build_s": last["last_build_s"],
             "rss_mib": lr.mib(last["rss"]), "tree_rss_mib": lr.mib(last["tree_rss"]), "disk_mib": disk,
@@ -227,6 +228,8 @@ def run_scale(args) -> dict:
             continue
         rows.append(measure_scale(args, keys, base.questions, built))
         print(lr.render_table(SCALE_HEADERS, [scale_cells(rows[-1])]).splitlines()[-1], flush=True)
+        stages = sorted(rows[-1]["stage_p50_ms"].items(), key=lambda item: -(item[1] or 0))
+        print("  stage p50 ms: " + ", ".join(f"{name} {ms}" for name, ms in stages), flush=True)
     last = rows[-1]
     at = f"at {last['rows']:,} rows (the target is stated for 1,000,000)"
     return {"notice": NOTICE, "rows": rows, "base_documents": len(base.documents), "questions": "synthetic-org",
