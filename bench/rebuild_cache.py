@@ -26,6 +26,7 @@ import shutil
 import sqlite3
 import tempfile
 import time
+from contextlib import closing
 from pathlib import Path
 
 from bench.corpus import documents
@@ -139,7 +140,7 @@ def prefilled(n: int, sample: int, work: Path) -> None:
 
 
 def vectors_in(cache: Path) -> int:
-    with sqlite3.connect(cache) as conn:
+    with closing(sqlite3.connect(cache)) as conn:
         return conn.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
 
 
