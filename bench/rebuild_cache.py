@@ -23,13 +23,12 @@ from __future__ import annotations
 import argparse
 import resource
 import shutil
-import sqlite3
 import tempfile
 import time
-from contextlib import closing
 from pathlib import Path
 
 from bench.corpus import documents
+from services.adapters.vector_cache.sqlite import SqliteVectorCache
 from services.bootstrap import build_memory, embedder_for, rebuild_aside
 from services.core.write_path import embedding_text
 from services.settings import Settings
@@ -64,12 +63,7 @@ def main() -> None:
             memory.close()
             lock.release()
 
-        encoder = embedder_for(settings.embedder)
-        texts = [embedding_text(d.title, d.text) for d in docs]
-        started = time.perf_counter()
-        for i in range(0, len(texts), 256):
-            encoder.encode(texts[i:i + 256])
-        encode_s = time.perf_counter() - started
+        encode_s = encoding_seconds(embedder_for(settings.embedder), [embedding_text(d.title, d.text) for d in docs])
 
         started = time.perf_counter()
         rebuild_aside(settings)
@@ -81,15 +75,11 @@ def main() -> None:
         cache_mb = (settings.data_dir / "cache" / "vectors.sqlite").stat().st_size / 2**20
 
         print(f"{len(docs)} documents, {rows} rows; vector cache {cache_mb:.1f} MiB")
-        print("| step | seconds | documents/s |")
-        print("|---|---|---|")
-        for name, seconds in (("first indexing (encodes, fills the cache)", indexed_s),
-                              ("raw encoder alone, same texts, batches of 256", encode_s),
-                              ("rebuild, vectors from the cache", cached_s),
-                              ("rebuild, cache off (encodes again)", uncached_s)):
-            print(f"| {name} | {seconds:.1f} | {len(docs) / seconds:.0f} |")
-        print(f"rebuild with the cache: {encode_s / cached_s:.1f}x faster than encoding the texts "
-              f"(target >= 10x); peak RSS {peak_rss_mib():.0f} MiB")
+        print_steps([("first indexing (encodes, fills the cache)", indexed_s, len(docs)),
+                     ("raw encoder alone, same texts, batches of 256", encode_s, len(docs)),
+                     ("rebuild, vectors from the cache", cached_s, len(docs)),
+                     ("rebuild, cache off (encodes again)", uncached_s, len(docs))])
+        print_ratio(encode_s, cached_s)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -105,43 +95,52 @@ def prefilled(n: int, sample: int, work: Path) -> None:
         settings = Settings(data_dir=folder / "data")
         print(f"building {n:,} rows from prefilled vectors ({live_store.NOTICE})", flush=True)
         built = live_store.build_to(settings, base, n, seed=1)
-        cache = settings.data_dir / "cache" / "vectors.sqlite"
-        cached_before = vectors_in(cache)
+        encoder = embedder_for(settings.embedder)
+        cache_path = settings.data_dir / "cache" / "vectors.sqlite"
+        cache = SqliteVectorCache(cache_path, encoder.dim)
+        cached_before = cache.count()
 
         step = max(n // sample, 1)
         texts = [embedding_text(d.title, d.text)
                  for d in (live_store.row_document(base, i) for i in range(0, n, step))][:sample]
-        encoder = embedder_for(settings.embedder)
-        started = time.perf_counter()
-        for i in range(0, len(texts), 256):
-            encoder.encode(texts[i:i + 256])
-        rate = len(texts) / (time.perf_counter() - started)
+        rate = len(texts) / encoding_seconds(encoder, texts)
 
         started = time.perf_counter()
         _, counts = rebuild_aside(settings)
         cached_s = time.perf_counter() - started
-        if vectors_in(cache) != cached_before:
+        if cache.count() != cached_before:
             raise RuntimeError("the rebuild encoded texts the vector cache should have held")
-        encode_all_s = n / rate
+        cache.close()
+        size = cache_path.stat().st_size
         print(f"{n:,} documents, {counts['rows']} rows after the rebuild; vector cache "
-              f"{cache.stat().st_size / 2**20:.0f} MiB ({cache.stat().st_size / n / 1024:.1f} KB per row)")
-        print("| step | seconds | documents/s |")
-        print("|---|---|---|")
-        print(f"| building the store, vectors prefilled in the cache | {built['build_s']:.1f} | "
-              f"{built['rows_per_s']:.0f} |")
-        print(f"| raw encoder alone, {len(texts):,} of the same texts, batches of 256 | "
-              f"{len(texts) / rate:.1f} | {rate:.0f} |")
-        print(f"| encoding all {n:,} texts at that rate (extrapolated) | {encode_all_s:.0f} | {rate:.0f} |")
-        print(f"| rebuild, vectors from the cache | {cached_s:.1f} | {n / cached_s:.0f} |")
-        print(f"rebuild with the cache: {encode_all_s / cached_s:.1f}x faster than encoding the texts "
-              f"(target >= 10x); peak RSS {peak_rss_mib():.0f} MiB")
+              f"{size / 2**20:.0f} MiB ({size / n / 1024:.1f} KB per row)")
+        print_steps([("building the store, vectors prefilled in the cache", built["build_s"], n),
+                     (f"raw encoder alone, {len(texts):,} of the same texts, batches of 256", len(texts) / rate, len(texts)),
+                     (f"encoding all {n:,} texts at that rate (extrapolated)", n / rate, n),
+                     ("rebuild, vectors from the cache", cached_s, n)])
+        print_ratio(n / rate, cached_s)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def vectors_in(cache: Path) -> int:
-    with closing(sqlite3.connect(cache)) as conn:
-        return conn.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
+def encoding_seconds(encoder, texts: list[str]) -> float:
+    started = time.perf_counter()
+    for i in range(0, len(texts), 256):
+        encoder.encode(texts[i:i + 256])
+    return time.perf_counter() - started
+
+
+def print_steps(steps: list[tuple[str, float, int]]) -> None:
+    """A markdown table: each step's seconds and documents per second."""
+    print("| step | seconds | documents/s |")
+    print("|---|---|---|")
+    for name, seconds, documents_count in steps:
+        print(f"| {name} | {seconds:.1f} | {documents_count / seconds:.0f} |")
+
+
+def print_ratio(encode_s: float, cached_s: float) -> None:
+    print(f"rebuild with the cache: {encode_s / cached_s:.1f}x faster than encoding the texts "
+          f"(target >= 10x); peak RSS {peak_rss_mib():.0f} MiB")
 
 
 def peak_rss_mib() -> float:
