@@ -112,7 +112,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="orgmem", description="Event-sourced organizational memory server")
-    parser.add_argument("--log-level", default="INFO", help="of orgmem's own logs; libraries log at WARNING unless DEBUG")
+    # A level logging does not know would surface as a TypeError from configure_logging.
+    parser.add_argument("--log-level", default="INFO", type=str.upper, choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+                        help="of orgmem's own logs; libraries log at WARNING unless DEBUG")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, handler, help_: str) -> argparse.ArgumentParser:

@@ -31,3 +31,12 @@ def test_debug_shows_kafka_pythons_loop_warnings_again():
     configure_logging("DEBUG")
     assert logging.getLogger("kafka.net.selector").level == logging.NOTSET
     assert logging.getLogger("services").getEffectiveLevel() == logging.DEBUG
+
+
+def test_an_unknown_log_level_is_a_usage_error_not_a_traceback(capsys):
+    from services.cli.main import main
+
+    with pytest.raises(SystemExit) as refused:
+        main(["--log-level", "loud", "stats"])
+    assert refused.value.code == 2
+    assert "--log-level" in capsys.readouterr().err
