@@ -172,6 +172,11 @@ def test_refusals_raise_their_exception_with_problem_details(live_server, settin
         with pytest.raises(InvalidRequest) as too_many:
             client.query("policy", k=100_000)  # the model allows it; the server's limit does not
         assert too_many.value.status == 422 and "k: at most" in too_many.value.detail
+        # Rows per leg bound what each leg fetches (tantivy's first fetch is 4x them): over the limit, refused.
+        with pytest.raises(InvalidRequest) as too_wide:
+            client.query("policy", candidates=settings.limits.max_candidates + 1)
+        assert too_wide.value.status == 422 and f"candidates: at most {settings.limits.max_candidates}" in too_wide.value.detail
+        assert client.query("policy", candidates=settings.limits.max_candidates).rows is not None
         with pytest.raises(InvalidRequest) as empty:
             client.query(QueryRequest.model_construct(q=""))  # past the client's own check
         assert empty.value.fields == ["q"] and empty.value.errors[0].problem
