@@ -327,6 +327,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--optimize", action="store_true",
                         help="1m: build the vector graph offline (as `orgmem optimize`) before each measurement")
     parser.add_argument("--queries", type=positive(int), default=200, help="1m: queries per measurement")
+    parser.add_argument("--compare-preset", metavar="PRESET",
+                        help="1m: also ask each question under this preset, alternating with --preset's, and print both")
     parser.add_argument("--settle-exact", type=int, default=10_000,
                         help="1m: wait until at most this many rows are searched exactly (where /metrics says)")
     parser.add_argument("--graph-wait", type=float, default=1800.0, help="1m: longest wait for that, seconds")

@@ -163,6 +163,7 @@ def build_to(settings: Settings, base: Base, target: int, seed: int, optimize: b
 
 # --- measuring the real server on the store ------------------------------------------------
 SCALE_TARGETS = (("p50", 40.0), ("p95", 100.0))
+COMPARE_P50_MS = 3.0  # the default read path's p50 may exceed the compared preset's by this much
 SCALE_HEADERS = ("rows", "build s", "rows/s", "optimize s", "queries", "p50 ms", "p95 ms", "p99 ms", "max ms",
                  "embed ms", "vector ms", "graph rows", "exact rows", "graph wait s", "RSS MiB", "with children MiB",
                  "disk MiB", "disk MiB/100k")
@@ -189,19 +190,40 @@ def measure_scale(args, keys: dict[str, str], questions: list[str], built: dict)
         asked = itertools.cycle(questions)
         for _ in range(args.warmup):
             ls.timed_query(reader, next(asked), args.preset)
-        queries = [ls.timed_query(reader, next(asked), args.preset) for _ in range(args.queries)]
+        if args.compare_preset:
+            queries, compared = paired_queries(reader, asked, args.queries, args.preset, args.compare_preset)
+        else:
+            queries, compared = [ls.timed_query(reader, next(asked), args.preset) for _ in range(args.queries)], None
         last = ls.sample(admin, server.proc.pid)
     finally:
         server.stop()
-    ok = [q for q in queries if q[3] == 200]
     disk = ls.disk_parts(args.data)
-    return {**built, **lr.latency_summary([q[2] for q in ok]), "errors": len(queries) - len(ok),
-            "embed_p50_ms": ls.stage_p50(ok, "embed"), "vector_p50_ms": ls.stage_p50(ok, "vector"),
-            "stage_p50_ms": {stage: ls.stage_p50(ok, stage) for stage in sorted({s for q in ok for s in q[4]})},
+    return {**built, **query_figures(queries), "compared": compared,
             "graph_rows": last["graph_rows"], "exact_rows": last["exact_rows"], "settle_s": settle_s,
             "last_build_s": last["last_build_s"],
             "rss_mib": lr.mib(last["rss"]), "tree_rss_mib": lr.mib(last["tree_rss"]), "disk_mib": disk,
             "disk_mib_per_100k": round(disk["total"] / built["rows"] * 100_000, 1) if built["rows"] else None}
+
+
+def query_figures(queries: list[tuple]) -> dict:
+    ok = [q for q in queries if q[3] == 200]
+    return {**lr.latency_summary([q[2] for q in ok]), "errors": len(queries) - len(ok),
+            "embed_p50_ms": ls.stage_p50(ok, "embed"), "vector_p50_ms": ls.stage_p50(ok, "vector"),
+            "stage_p50_ms": {stage: ls.stage_p50(ok, stage) for stage in sorted({s for q in ok for s in q[4]})}}
+
+
+def paired_queries(reader: httpx.Client, asked, n: int, preset: str | None, other: str) -> tuple[list, dict]:
+    """Each of n questions asked under both presets, the first of the pair alternating, so that
+    both see the same questions, the same host and the same warmth of the server's caches.
+    Returns `preset`'s queries and `other`'s figures."""
+    mine, theirs = [], []
+    for i in range(n):
+        question = next(asked)
+        first, second = (preset, other) if i % 2 == 0 else (other, preset)
+        answers = {first: ls.timed_query(reader, question, first), second: ls.timed_query(reader, question, second)}
+        mine.append(answers[preset])
+        theirs.append(answers[other])
+    return mine, {"preset": other, **query_figures(theirs)}
 
 
 def scale_cells(row: dict) -> list:
@@ -230,11 +252,34 @@ def run_scale(args) -> dict:
         print(lr.render_table(SCALE_HEADERS, [scale_cells(rows[-1])]).splitlines()[-1], flush=True)
         stages = sorted(rows[-1]["stage_p50_ms"].items(), key=lambda item: -(item[1] or 0))
         print("  stage p50 ms: " + ", ".join(f"{name} {ms}" for name, ms in stages), flush=True)
+        if rows[-1]["compared"]:
+            print_comparison(args.preset, rows[-1])
     last = rows[-1]
     at = f"at {last['rows']:,} rows (the target is stated for 1,000,000)"
     return {"notice": NOTICE, "rows": rows, "base_documents": len(base.documents), "questions": "synthetic-org",
-            "targets": [lr.target_line(f"{name} {at}", last.get(f"{name}_ms"), limit) for name, limit in SCALE_TARGETS],
+            "targets": [lr.target_line(f"{name} {at}", last.get(f"{name}_ms"), limit) for name, limit in SCALE_TARGETS]
+            + compare_targets(args.preset, last),
             "data": str(args.data)}
+
+
+def compare_targets(preset: str | None, row: dict) -> list[str]:
+    other = row.get("compared")
+    if not other or row["p50_ms"] is None or other["p50_ms"] is None:
+        return []
+    name = f"p50 of {preset or 'the server default'} minus {other['preset']}'s at {row['rows']:,} rows"
+    return [lr.target_line(name, round(row["p50_ms"] - other["p50_ms"], 1), COMPARE_P50_MS)]
+
+
+def print_comparison(preset: str | None, row: dict) -> None:
+    other = row["compared"]
+    mine = preset or "the server's default"
+    print(f"  the same {row['n']} questions under both, alternating: {mine} p50 {lr.fmt(row['p50_ms'])} / p95 "
+          f"{lr.fmt(row['p95_ms'])} ms, {other['preset']} p50 {lr.fmt(other['p50_ms'])} / p95 "
+          f"{lr.fmt(other['p95_ms'])} ms", flush=True)
+    stages = sorted(other["stage_p50_ms"].items(), key=lambda item: -(item[1] or 0))
+    print(f"  {other['preset']} stage p50 ms: " + ", ".join(f"{name} {ms}" for name, ms in stages), flush=True)
+    for line in compare_targets(preset, row):
+        print("  " + line, flush=True)
 
 
 def seed_count(n: int) -> tuple[int, ...]:

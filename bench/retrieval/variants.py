@@ -108,3 +108,8 @@ VERSION_ORDER.update({
     for n in (5, 10, 20, 50)
 })
 VARIANTS.update(VERSION_ORDER)
+# ... and with other numbers of rows per leg (the default's C = 50 was chosen against 75 and 100).
+VERSION_ORDER.update({
+    f"default-c-{c}": Variant(f"default-c-{c}", replace(PRESETS["default"], candidates=c)) for c in (75, 100)
+})
+VARIANTS.update(VERSION_ORDER)

@@ -79,10 +79,10 @@ DEFAULT_PRESET = "default"
 PRESETS: dict[str, RetrievalConfig] = {
     # The default read path, the best measured one (docs/retrieval.md, "The default read path"):
     # thread coverage as in "conversational-coverage", with the adaptive lexical match (all of 1-2
-    # content terms, then a share falling by 25 points a term to a 30% floor), C = 100; newer
+    # content terms, then a share falling by 25 points a term to a 30% floor), C = 50; newer
     # versions first among the first 10 rows at a cosine of 0.65 (tuned on the synthetic organisation).
     DEFAULT_PRESET: RetrievalConfig(
-        weights={"lex": 1.0, "tag": 0.0, "vec": 1.0}, candidates=100, gamma=5.0, reserve=0, lexical_match="adaptive",
+        weights={"lex": 1.0, "tag": 0.0, "vec": 1.0}, candidates=50, gamma=5.0, reserve=0, lexical_match="adaptive",
         lexical_all_up_to=2, lexical_share_step=0.25, lexical_share_floor=0.3,
         selector="coverage", context_weight=0.25, context_window=1, coverage_every=2,
         coverage_threads="lexical", coverage_lexical_rows=50, version_similarity=0.65,

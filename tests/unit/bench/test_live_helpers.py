@@ -198,3 +198,28 @@ def test_the_1m_base_keeps_one_document_per_text_and_author_and_copies_stay_dist
     rows = [row_document(base, i) for i in range(4)]
     assert len({(d.author.lower(), d.text) for d in rows}) == 4 and len({d.source_id for d in rows}) == 4
     assert rows[2].text == "[copy 1] ok" and rows[2].thread == "A-1#copy1"
+
+
+def test_paired_queries_ask_each_question_under_both_presets_first_in_turn():
+    import httpx
+
+    from bench.live_store import compare_targets, paired_queries
+
+    asked = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        import json
+
+        body = json.loads(request.content)
+        asked.append((body["q"], body.get("preset")))
+        return httpx.Response(200, json={"timings_ms": {"embed": 1.0 if body.get("preset") else 2.0}})
+
+    client = httpx.Client(transport=httpx.MockTransport(answer), base_url="http://bench")
+    mine, theirs = paired_queries(client, iter(["q1", "q2", "q3"]), 3, None, "paper-orgmembench")
+    assert asked == [("q1", None), ("q1", "paper-orgmembench"), ("q2", "paper-orgmembench"), ("q2", None),
+                     ("q3", None), ("q3", "paper-orgmembench")]
+    assert [q[4]["embed"] for q in mine] == [2.0, 2.0, 2.0]  # each side keeps its own answers
+    assert theirs["preset"] == "paper-orgmembench" and theirs["n"] == 3 and theirs["embed_p50_ms"] == 1.0
+    row = {"rows": 100_000, "p50_ms": 24.0, "compared": {**theirs, "p50_ms": 20.5}}
+    assert compare_targets(None, row)[0].endswith("MISSED by 0.5 ms")
+    assert compare_targets(None, {**row, "compared": None}) == []
