@@ -79,7 +79,9 @@ class RowVersion(BaseModel):
 class QueryHit(BaseModel):
     rank: int
     row_id: str
-    reason: str = Field(description="fused, pursuit, reserve or reserve_fill")
+    reason: str = Field(description=(
+        "fused, pursuit or coverage (the selector), reserve, reserve_fill, or newer_version (a closer, later "
+        "restatement of a row among the first ten, brought in from just past the selector's answer)"))
     fused_score: float
     leg_ranks: dict[str, int]
     leg_scores: dict[str, float]

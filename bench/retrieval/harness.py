@@ -59,9 +59,10 @@ def replay_question(q: QuestionCandidates, index: GroupIndex, config: RetrievalC
     # A dated question's reserve may only fall back on rows of its scope, as the row store's is.
     scope = index.rows.ids if q.scope_ids is None else [r for r in q.scope_ids if r in index.at]
     run = config.with_overrides(k=k)
-    picks = rank(legs_for(q, config), index.fields, q.query, index.vectors_for, run, reversed(scope)).picks
-    if wanted := version_rows(picks, run):
-        picks = order_versions(picks, index.fields, index.vectors_for(wanted), index.kinds, run)
+    ranking = rank(legs_for(q, config), index.fields, q.query, index.vectors_for, run, reversed(scope))
+    picks = ranking.picks
+    if wanted := version_rows(picks, run, ranking.following):
+        picks = order_versions(picks, index.fields, index.vectors_for(wanted), index.kinds, run, ranking.following)
     return [p.row_id for p in picks]
 
 

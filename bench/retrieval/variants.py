@@ -113,3 +113,10 @@ VERSION_ORDER.update({
     f"default-c-{c}": Variant(f"default-c-{c}", replace(PRESETS["default"], candidates=c)) for c in (75, 100)
 })
 VARIANTS.update(VERSION_ORDER)
+# ... and its reach: how many rows past the first ten, how close a restatement must be to come in.
+VERSION_ORDER.update({
+    f"default-reach-{r}-{s:g}": Variant(f"default-reach-{r}-{s:g}", replace(
+        PRESETS["default"], version_reach=r, version_reach_similarity=s))
+    for r in (0, 3, 5, 8, 10) for s in (0.65, 0.75, 0.8, 0.85, 0.9)
+})
+VARIANTS.update(VERSION_ORDER)

@@ -100,15 +100,19 @@ class Retriever:
             fields, query_vector, self._vectors_for, config, [head.row_id for head in newest], lap,
         )
         # The version order's vectors are read while the rows are, on the worker.
-        wanted_vectors = version_rows(ranking.picks, config)
+        wanted_vectors = version_rows(ranking.picks, config, ranking.following)
         vectors = self._lexical.submit(self._vectors_for, wanted_vectors) if wanted_vectors else None
-        # Whole rows (texts included) only for what is returned: about half of what matched.
-        rows = self.rows.get_many([p.row_id for p in ranking.picks])
+        # Whole rows (texts included) only for what is returned, and for the few rows past it that
+        # the version order may bring in (their kinds): about half of what matched.
+        rows = self.rows.get_many([p.row_id for p in ranking.picks] + ranking.following)
         lap("rows")
         picks = ranking.picks
         if vectors is not None:
-            picks = order_versions(picks, fields, vectors.result(), {rid: row.kind for rid, row in rows.items()}, config)
+            kinds = {rid: row.kind for rid, row in rows.items()}
+            picks = order_versions(picks, fields, vectors.result(), kinds, config, ranking.following)
             lap("version_order")
+        if ranking.following:
+            rows = {p.row_id: rows[p.row_id] for p in picks if p.row_id in rows}
         found_versions = versions_in_view(self.rows, list(rows.values()), scope)
         lap("versions")
         fusion = ranking.fusion

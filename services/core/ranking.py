@@ -10,7 +10,7 @@ vectors through a callable.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import islice
 from typing import Protocol
 
@@ -20,7 +20,7 @@ from services.core.fusion import Fused, weighted_rrf
 from services.core.reserve import Pick, RecencyKey, with_recency_reserve
 from services.core.retrieval_config import RetrievalConfig
 from services.core.selection import Pool, VectorsFor, select
-from services.core.version_order import newer_versions_first, versioned
+from services.core.version_order import versioned, with_reached_versions
 
 LEXICAL_LEG = "lex"  # its BM25 scores feed the coverage selector's thread votes
 
@@ -55,10 +55,16 @@ class Fusion:
     fused: list[Fused]
 
 
+# The reason of a row that the version order brought in from past the selector's answer.
+NEWER_VERSION_REASON = "newer_version"
+
+
 @dataclass(frozen=True)
 class Ranking:
     picks: list[Pick]  # the answer, in order, each with the reason it was picked
     fusion: Fusion
+    # The selector's next rows past the answer, as far as the version order reaches (`version_reach`).
+    following: list[str] = field(default_factory=list)
 
 
 def active_legs(config: RetrievalConfig) -> frozenset[str]:
@@ -114,26 +120,48 @@ def rank(
     recency = {rid: fields[rid].recency for rid in (*matched, *unmatched)}
     picks = with_recency_reserve(ordered, matched, config.k, config.reserve, recency, unmatched, lead_reason)
     mark("reserve")
-    return Ranking(picks, fusion)
+    return Ranking(picks, fusion, _following(ordered, picks, config))
 
 
-def version_rows(picks: Sequence[Pick], config: RetrievalConfig) -> list[str]:
-    """The rows whose vectors the version order needs: the first `version_rows` picks, none when
-    `version_similarity` is 0 (off)."""
-    if config.version_similarity <= 0 or config.version_rows < 2 or len(picks) < 2:
+def _following(ordered: Sequence[str], picks: Sequence[Pick], config: RetrievalConfig) -> list[str]:
+    """The rows of the selector's order past `picks` that the version order's reach takes in."""
+    if config.version_similarity <= 0 or config.version_reach <= 0:
         return []
-    return [p.row_id for p in picks[: config.version_rows]]
+    wanted = min(config.version_rows, len(picks)) + config.version_reach - len(picks)
+    if wanted <= 0:
+        return []
+    picked = {p.row_id for p in picks}
+    return list(islice((rid for rid in ordered if rid not in picked), wanted))
+
+
+def version_rows(picks: Sequence[Pick], config: RetrievalConfig, following: Sequence[str] = ()) -> list[str]:
+    """The rows whose vectors the version order needs: the first `version_rows` picks, then the
+    next `version_reach` rows of the selector's order (the rest of the picks, then `following`,
+    `Ranking.following`); none when `version_similarity` is 0 (off)."""
+    if config.version_similarity <= 0 or config.version_rows < 1:
+        return []
+    ids = [p.row_id for p in picks]
+    window = ids[: config.version_rows]
+    wanted = window + [*ids[len(window):], *following][: config.version_reach]
+    return wanted if len(wanted) >= 2 else []  # one row alone has no version to be ordered against
 
 
 def order_versions(picks: Sequence[Pick], fields: Mapping[str, RankingFields], vectors: np.ndarray,
-                   kinds: Mapping[str, str | None], config: RetrievalConfig) -> list[Pick]:
-    """`picks` with newer versions first among the `version_rows(picks, config)` (whose `vectors`
-    come aligned with them); `kinds`: each row's kind (a chat turn is nobody's version, see
-    `services.core.version_order`). The rest stay as ranked; every pick keeps its reason."""
-    ids = version_rows(picks, config)
+                   kinds: Mapping[str, str | None], config: RetrievalConfig, following: Sequence[str] = ()) -> list[Pick]:
+    """`picks` with newer versions first among the first `version_rows`, and a closer newer version
+    among the next `version_reach` rows moved up into them (`with_reached_versions`); `vectors`
+    come aligned with `version_rows(picks, config, following)`, `kinds` gives each of those rows'
+    kind (a chat turn is nobody's version, see `services.core.version_order`). As many picks come
+    back as went in: a row brought in from `following` pushes the last pick out. Every pick keeps
+    its reason; a row brought in has NEWER_VERSION_REASON."""
+    ids = version_rows(picks, config, following)
     if not ids:
         return list(picks)
-    reason = {p.row_id: p.reason for p in picks[: len(ids)]}
-    order = newer_versions_first(ids, {rid: fields[rid].recency for rid in ids}, np.asarray(vectors, dtype=np.float32),
-                                 config.version_similarity, [versioned(kinds.get(rid)) for rid in ids])
-    return [Pick(rid, reason[rid]) for rid in order] + list(picks[len(ids) :])
+    window = min(config.version_rows, len(picks))
+    reason = {p.row_id: p.reason for p in picks}
+    order = with_reached_versions(ids, window, {rid: fields[rid].recency for rid in ids},
+                                  np.asarray(vectors, dtype=np.float32), config.version_similarity,
+                                  config.version_reach_similarity, [versioned(kinds.get(rid)) for rid in ids])
+    placed = set(order)
+    out = [Pick(rid, reason.get(rid, NEWER_VERSION_REASON)) for rid in order]
+    return (out + [p for p in picks if p.row_id not in placed])[: len(picks)]

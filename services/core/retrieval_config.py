@@ -42,6 +42,10 @@ class RetrievalConfig:
     # at least this cosine apart restate one thing, and the later goes above the earlier; 0: off.
     version_similarity: float = 0.0
     version_rows: int = 10  # ... among the first this many returned rows (each costs a vector read)
+    # ... and a row among the next `version_reach` of the selector's order (returned or not) that
+    # restates one of those first rows at least this closely, later, moves up into them; 0: none.
+    version_reach: int = 0
+    version_reach_similarity: float = 0.85
 
     def __post_init__(self) -> None:
         self.term_match  # noqa: B018 - a bad lexical setting fails when the config is made, not at query time
@@ -49,6 +53,10 @@ class RetrievalConfig:
             raise Invalid(f"version_similarity: expected a cosine in [0, 1] (0: off), got {self.version_similarity}")
         if self.version_rows < 0:
             raise Invalid(f"version_rows: expected rows >= 0, got {self.version_rows}")
+        if self.version_reach < 0:
+            raise Invalid(f"version_reach: expected rows >= 0, got {self.version_reach}")
+        if not 0.0 <= self.version_reach_similarity <= 1.0:
+            raise Invalid(f"version_reach_similarity: expected a cosine in [0, 1], got {self.version_reach_similarity}")
 
     @property
     def term_match(self) -> TermMatch:
@@ -80,12 +88,14 @@ PRESETS: dict[str, RetrievalConfig] = {
     # The default read path, the best measured one (docs/retrieval.md, "The default read path"):
     # thread coverage as in "conversational-coverage", with the adaptive lexical match (all of 1-2
     # content terms, then a share falling by 25 points a term to a 30% floor), C = 50; newer
-    # versions first among the first 10 rows at a cosine of 0.65 (tuned on the synthetic organisation).
+    # versions first among the first 10 rows at a cosine of 0.65, and a closer (0.85) newer version
+    # among the next 3 rows moves up into them (both tuned on the synthetic organisation).
     DEFAULT_PRESET: RetrievalConfig(
         weights={"lex": 1.0, "tag": 0.0, "vec": 1.0}, candidates=50, gamma=5.0, reserve=0, lexical_match="adaptive",
         lexical_all_up_to=2, lexical_share_step=0.25, lexical_share_floor=0.3,
         selector="coverage", context_weight=0.25, context_window=1, coverage_every=2,
         coverage_threads="lexical", coverage_lexical_rows=50, version_similarity=0.65,
+        version_reach=3, version_reach_similarity=0.85,
     ),
     # Mem++ Table 6, OrgMemBench column (the default before the measurements above).
     "paper-orgmembench": RetrievalConfig(),

@@ -14,8 +14,11 @@ then changes as little as that requires: rows are taken in the selector's order,
 is placed, every not yet placed newer version of it is placed (newer versions of those first), so
 a newer version moves up to its oldest version's slot instead of that version falling below every
 row between them. Which rows are returned does not change, only their order, and only among the
-first rows (`version_rows` of the config: each costs a vector read on the read path). Pure: ids,
-recency keys and vectors in, the new order out.
+first rows (`version_rows` of the config: each costs a vector read on the read path).
+
+The reach (`with_reached_versions`) is the one exception: a closer, later restatement among the
+next few rows of the selector's order, returned or not, comes in among the first rows, and the
+caller keeps as many rows as it had. Pure: ids, recency keys and vectors in, the new order out.
 """
 
 from __future__ import annotations
@@ -30,6 +33,11 @@ from services.core.reserve import RecencyKey
 # A chat turn answers the turn before it; a later turn on the same subject goes on talking, it does
 # not replace it (on LoCoMo, reordering turns so cost a third of MRR@10; docs/retrieval.md).
 UNVERSIONED_KINDS = frozenset({"chat"})
+
+
+# A row this close to a row already taken is a copy of it (the same mail in two mailboxes, a
+# forward), not a newer version: the reach does not bring it in, it would only repeat that row.
+COPY_SIMILARITY = 0.99
 
 
 def versioned(kind: str | None) -> bool:
@@ -73,3 +81,34 @@ def newer_versions_first(row_ids: Sequence[str], recency: Mapping[str, RecencyKe
             else:
                 stack.append(waiting)
     return out
+
+
+def with_reached_versions(row_ids: Sequence[str], window: int, recency: Mapping[str, RecencyKey], vectors: np.ndarray,
+                          similarity: float, reach_similarity: float, linkable: Sequence[bool] | None = None) -> list[str]:
+    """The first `window` of `row_ids` in `newer_versions_first` order, with the rows after them
+    (the reach) that restate one of them later at a cosine of at least `reach_similarity` taken
+    in, so that such a row moves up above the version it restates; the reach's other rows follow
+    in their order. A caller that keeps as many rows as it had pushes its last rows out: the
+    version in force of a statement whose older version made the first rows comes in even when
+    the selector ranked it just past them (docs/retrieval.md, "The reach")."""
+    n = len(row_ids)
+    if not 0 <= window <= n:
+        raise ValueError(f"window: expected 0..{n} rows, got {window}")
+    if vectors.shape[0] != n:
+        raise ValueError(f"vectors: expected one per row ({n}), got {vectors.shape[0]}")
+    can = list(linkable) if linkable is not None else [True] * n
+    if linkable is not None and len(can) != n:
+        raise ValueError(f"linkable: expected one per row ({n}), got {len(can)}")
+    cosines = vectors @ vectors.T if n else np.zeros((0, 0))
+    keys = [recency[rid] for rid in row_ids]
+    head = list(range(window))
+    reached: list[int] = []
+    for j in range(window, n):
+        restates = can[j] and any(can[i] and cosines[i, j] >= reach_similarity and keys[j] > keys[i] for i in range(window))
+        if restates and not any(cosines[i, j] >= COPY_SIMILARITY for i in head):
+            head.append(j)
+            reached.append(j)
+    ordered = newer_versions_first([row_ids[i] for i in head], {row_ids[i]: keys[i] for i in head},
+                                   vectors[head], similarity, [can[i] for i in head])
+    taken = set(reached)
+    return ordered + [row_ids[j] for j in range(window, n) if j not in taken]

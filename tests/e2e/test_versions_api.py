@@ -85,3 +85,39 @@ def test_a_leg_of_weight_zero_does_not_run_and_no_leg_left_is_refused(live_serve
     # Zero over a preset that keeps another leg is fine: only the named legs change.
     tag_only = client.post("/v1/query", json={**body, "weights": {"lex": 0, "vec": 0}})
     assert tag_only.status_code == 200, tag_only.text
+
+
+RULE = "Decision: the release freeze starts on 10 March for all teams."
+CHANGED = "Change of plan: the release freeze now starts on 24 March for all teams."
+
+
+def test_one_row_asked_for_is_the_version_in_force_even_when_the_older_one_ranks_first(live_server, settings):
+    """The default read path's reach: a later restatement (cosine about 0.87 in all-MiniLM-L6-v2)
+    of the row ranked first comes in from just past k; a caller who may not read it, or a date
+    before it, gets the older row."""
+    client = live_server.client
+    position = client.post("/v1/documents", json={"documents": [
+        {"text": RULE, "date": "2025-02-01", "thread": "freeze-mail", "author": "cto@corp.example"},
+        {"text": CHANGED, "date": "2025-02-20", "thread": "freeze-ticket", "author": "pm@corp.example",
+         "acl": ["eng"]},
+        {"text": "Lunch order for the offsite: pizza for everyone.", "date": "2025-02-05", "author": "ops@corp.example"},
+    ]}).json()["position"]
+    older, newer = (client.post("/v1/query", json={"q": text, "k": 1, "after": position, "preset": "paper-orgmembench",
+                                                   "reserve": 0}).json()["rows"][0]["row_id"] for text in (RULE, CHANGED))
+    assert older != newer
+
+    def first(headers=None, **extra):
+        answer = client.post("/v1/query", headers=headers, json={"q": RULE, "after": position, **extra})
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+
+    # The fused order puts the row whose text is the question first (the paper's read path shows it).
+    assert [h["row_id"] for h in first(k=1, preset="paper-orgmembench", reserve=0)["rows"]] == [older]
+    answer = first(k=1)
+    assert [(h["row_id"], h["reason"]) for h in answer["rows"]] == [(newer, "newer_version")]
+    assert "24 March" in answer["evidence"] and "10 March" not in answer["evidence"]
+    assert [h["row_id"] for h in first(k=2)["rows"]] == [newer, older]
+    assert [h["row_id"] for h in first(k=1, as_of="2025-02-10T00:00:00Z")["rows"]] == [older]
+    outsider = bearer(create_key(settings.data_dir, role="reader", principal="sam@corp.example", groups=("sales",)))
+    hidden = first(outsider, k=1)
+    assert [h["row_id"] for h in hidden["rows"]] == [older] and newer not in str(hidden)

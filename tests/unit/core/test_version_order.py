@@ -1,4 +1,5 @@
-"""Newer versions first (services.core.version_order) and its place in the read path's ranking."""
+"""Newer versions first (services.core.version_order) and its place in the read path's ranking, and
+the reach: a closer, later restatement just past the first rows comes in."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from services.core.ranking import RowFields, order_versions, rank, version_rows
+from services.core.ranking import NEWER_VERSION_REASON, RowFields, order_versions, rank, version_rows
 from services.core.retrieval_config import PRESETS, RetrievalConfig
-from services.core.version_order import newer_versions_first
+from services.core.version_order import COPY_SIMILARITY, newer_versions_first, with_reached_versions
 from services.errors import Invalid
 
 
@@ -120,3 +121,75 @@ def test_the_default_preset_orders_versions_and_the_paper_preset_does_not():
     assert PRESETS["default"].version_similarity > 0
     assert PRESETS["paper-orgmembench"].version_similarity == 0
     assert PRESETS["conversational-coverage"].version_similarity == 0
+
+
+def test_a_close_later_restatement_past_the_window_moves_up_above_the_version_it_restates():
+    # old (2020) is in the window of 2; new (2024) restates it at cos(20 degrees) = 0.94, just past it.
+    ids = ["old", "x", "new", "far"]
+    recency = {"old": when(2020), "x": when(2010), "new": when(2024), "far": when(2025)}
+    order = with_reached_versions(ids, 2, recency, unit(0, 90, 20, 200), 0.65, 0.85)
+    assert order == ["new", "old", "x", "far"]
+    # Under the reach's own similarity it stays where the selector put it.
+    assert with_reached_versions(ids, 2, recency, unit(0, 90, 40, 200), 0.65, 0.85) == ids
+
+
+def test_the_reach_takes_neither_an_older_restatement_nor_a_chat_turn_nor_a_copy():
+    ids = ["row", "x", "candidate"]
+    older = {"row": when(2024), "x": when(2010), "candidate": when(2020)}
+    assert with_reached_versions(ids, 2, older, unit(0, 90, 20), 0.65, 0.85) == ids
+    newer = {"row": when(2020), "x": when(2010), "candidate": when(2024)}
+    assert with_reached_versions(ids, 2, newer, unit(0, 90, 20), 0.65, 0.85, [True, True, False]) == ids
+    # The same text again (a forward, the same mail in two mailboxes) repeats the row: not brought in.
+    assert np.cos(np.radians(1)) >= COPY_SIMILARITY
+    assert with_reached_versions(ids, 2, newer, unit(0, 90, 1), 0.65, 0.85) == ids
+
+
+def test_of_two_copies_past_the_window_only_the_first_comes_in():
+    ids = ["old", "x", "copy-a", "copy-b"]
+    recency = {"old": when(2020), "x": when(2010), "copy-a": when(2024), "copy-b": when(2024, 1)}
+    assert with_reached_versions(ids, 2, recency, unit(0, 90, 20, 20), 0.65, 0.85) == ["copy-a", "old", "x", "copy-b"]
+
+
+def test_the_reach_refuses_a_window_it_does_not_have():
+    with pytest.raises(ValueError, match="window"):
+        with_reached_versions(["a"], 2, {"a": when(2020)}, unit(0), 0.65, 0.85)
+
+
+REACH_ROWS = {rid: RowFields(None, pos, when(year, pos)) for rid, pos, year in
+              (("v1", 1, 2020), ("x", 2, 2018), ("y", 3, 2017), ("v2", 4, 2024))}
+REACH_VECTORS = {"v1": unit(0)[0], "x": unit(90)[0], "y": unit(200)[0], "v2": unit(20)[0]}
+REACH_LEGS = {"lex": [("v1", 9.0), ("x", 8.0), ("y", 7.0), ("v2", 6.0)]}
+
+
+def reached(k: int, **changes) -> list[tuple[str, str]]:
+    run = RetrievalConfig(weights={"lex": 1.0, "tag": 0.0, "vec": 0.0}, k=k, reserve=0, version_similarity=0.65,
+                          version_rows=2, **changes)
+    ranking = rank(REACH_LEGS, REACH_ROWS, None, lambda ids: np.stack([REACH_VECTORS[r] for r in ids]), run, [])
+    picks = ranking.picks
+    if wanted := version_rows(picks, run, ranking.following):
+        picks = order_versions(picks, REACH_ROWS, np.stack([REACH_VECTORS[r] for r in wanted]), {}, run,
+                               ranking.following)
+    return [(p.row_id, p.reason) for p in picks]
+
+
+def test_the_read_path_brings_a_newer_version_in_from_past_k_and_keeps_k_rows():
+    # v2 restates v1 (cos 0.94, four years later) at rank 4: out of reach with reach 1, in with reach 2.
+    assert reached(3, version_reach=1) == [("v1", "fused"), ("x", "fused"), ("y", "fused")]
+    assert reached(3, version_reach=2) == [("v2", NEWER_VERSION_REASON), ("v1", "fused"), ("x", "fused")]
+    # Already among the k rows, it moves up and keeps its own reason; without a reach it stays put.
+    assert reached(4, version_reach=2) == [("v2", "fused"), ("v1", "fused"), ("x", "fused"), ("y", "fused")]
+    assert reached(4) == [("v1", "fused"), ("x", "fused"), ("y", "fused"), ("v2", "fused")]
+    # One row asked for: the version in force is the one row returned.
+    assert reached(1, version_reach=3) == [("v2", NEWER_VERSION_REASON)]
+    assert reached(3, version_reach=2, version_reach_similarity=0.95) == [("v1", "fused"), ("x", "fused"), ("y", "fused")]
+
+
+@pytest.mark.parametrize("changes", [{"version_reach": -1}, {"version_reach_similarity": 1.2}])
+def test_the_config_refuses_a_reach_outside_its_range(changes):
+    with pytest.raises(Invalid):
+        RetrievalConfig(**changes)
+
+
+def test_the_default_preset_reaches_three_rows_at_a_cosine_of_085():
+    assert (PRESETS["default"].version_reach, PRESETS["default"].version_reach_similarity) == (3, 0.85)
+    assert PRESETS["paper-orgmembench"].version_similarity == 0.0  # the paper's read path has no version order
