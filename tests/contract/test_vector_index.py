@@ -368,6 +368,7 @@ def test_point_ids_carry_orgmem_row_ids_and_only_those() -> None:
         row_id = orgmem_id(str(rnd.random()), rnd.choice("rdz"))
         carried = carrying_point_id(row_id)
         assert uuid.UUID(carried).hex[12] == "0"  # version digit 0: never a name-based id (5)
+        assert str(uuid.UUID(carried)) == carried  # the canonical form, as the engine gives ids back
         assert carried_row_id(carried) == row_id
         assert carried_row_id(uuid.UUID(carried)) == row_id
     for foreign in ["r0", "row-001", "R" + "a" * 23, "r" + "a" * 24, "r" + "A" * 23, "early"]:
