@@ -169,12 +169,23 @@ SCALE_HEADERS = ("rows", "build s", "rows/s", "optimize s", "queries", "p50 ms",
                  "disk MiB", "disk MiB/100k")
 
 
-def settle(http: httpx.Client, pid: int, exact_max: int, timeout_s: float) -> tuple[dict, float]:
-    """Wait until the server is ready and, where it reports its vector graph, no build runs and at
-    most `exact_max` rows are searched exactly (up to timeout_s). The last sample, and the wait."""
+def settle(http: httpx.Client, proc, exact_max: int, timeout_s: float) -> tuple[dict, float]:
+    """Wait until the server process `proc` is ready and, where it reports its vector graph, no
+    build runs and at most `exact_max` rows are searched exactly (up to timeout_s). The last
+    sample, and the wait. A connection the server drops is asked again: opening a new sealed
+    shard holds its interpreter for seconds at 400k rows, and a keep-alive connection can be
+    reset under it."""
     started = time.monotonic()
     while True:
-        now = ls.sample(http, pid)
+        try:
+            now = ls.sample(http, proc.pid)
+        except httpx.TransportError as exc:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the server exited ({proc.returncode}) while settling: {exc!r}") from exc
+            if time.monotonic() - started > timeout_s:
+                raise RuntimeError(f"the server did not answer within {timeout_s:g} s: {exc!r}") from exc
+            time.sleep(2)
+            continue
         waited = time.monotonic() - started
         graph_pending = now["exact_rows"] is not None and (now["building"] or now["exact_rows"] > exact_max)
         if (now["status"] == "ready" and not graph_pending) or waited > timeout_s:
@@ -186,7 +197,7 @@ def measure_scale(args, keys: dict[str, str], questions: list[str], built: dict)
     server = ls.Server(args.data)
     try:
         admin, reader = ls.client(server.url, keys["admin"]), ls.client(server.url, keys["reader"])
-        _, settle_s = settle(admin, server.proc.pid, args.settle_exact, args.graph_wait)
+        _, settle_s = settle(admin, server.proc, args.settle_exact, args.graph_wait)
         asked = itertools.cycle(questions)
         for _ in range(args.warmup):
             ls.timed_query(reader, next(asked), args.preset)

@@ -223,3 +223,38 @@ def test_paired_queries_ask_each_question_under_both_presets_first_in_turn():
     row = {"rows": 100_000, "p50_ms": 24.0, "compared": {**theirs, "p50_ms": 20.5}}
     assert compare_targets(None, row)[0].endswith("MISSED by 0.5 ms")
     assert compare_targets(None, {**row, "compared": None}) == []
+
+
+def test_settling_asks_again_when_the_server_drops_a_connection_and_stops_when_it_exits():
+    import subprocess
+
+    import httpx
+
+    from bench.live_server import EXACT_ROWS_METRIC, GRAPH_ROWS_METRIC
+    from bench.live_store import settle
+
+    calls = {"readyz": 0}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/readyz":
+            calls["readyz"] += 1
+            if calls["readyz"] == 1:  # the first answer is lost, as under a long interpreter stall
+                raise httpx.ReadError("Connection reset by peer", request=request)
+            return httpx.Response(200, json={"status": "ready", "log_head": 5, "applied_position": 5})
+        if request.url.path == "/metrics":
+            return httpx.Response(200, text=f"{GRAPH_ROWS_METRIC} 10\n{EXACT_ROWS_METRIC} 0\n")
+        return httpx.Response(200, json={"rows": {"active": 10}})
+
+    client = httpx.Client(transport=httpx.MockTransport(answer), base_url="http://bench")
+    server = subprocess.Popen(["sleep", "30"])
+    try:
+        now, _ = settle(client, server, exact_max=0, timeout_s=30)
+        assert calls["readyz"] == 2 and now["status"] == "ready" and now["graph_rows"] == 10
+        server.kill()
+        server.wait()
+        calls["readyz"] = 0
+        with pytest.raises(RuntimeError, match="exited"):
+            settle(client, server, exact_max=0, timeout_s=30)
+    finally:
+        server.kill()
+        server.wait()
