@@ -261,8 +261,7 @@ def run_scale(args) -> dict:
             continue
         rows.append(measure_scale(args, keys, base.questions, built))
         print(lr.render_table(SCALE_HEADERS, [scale_cells(rows[-1])]).splitlines()[-1], flush=True)
-        stages = sorted(rows[-1]["stage_p50_ms"].items(), key=lambda item: -(item[1] or 0))
-        print("  stage p50 ms: " + ", ".join(f"{name} {ms}" for name, ms in stages), flush=True)
+        print("  stage p50 ms: " + stage_line(rows[-1]), flush=True)
         if rows[-1]["compared"]:
             print_comparison(args.preset, rows[-1])
     last = rows[-1]
@@ -271,6 +270,12 @@ def run_scale(args) -> dict:
             "targets": [lr.target_line(f"{name} {at}", last.get(f"{name}_ms"), limit) for name, limit in SCALE_TARGETS]
             + compare_targets(args.preset, last),
             "data": str(args.data)}
+
+
+def stage_line(figures: dict) -> str:
+    """The read path's stage medians of `query_figures`, slowest first."""
+    stages = sorted(figures["stage_p50_ms"].items(), key=lambda item: -(item[1] or 0))
+    return ", ".join(f"{name} {ms}" for name, ms in stages)
 
 
 def compare_targets(preset: str | None, row: dict) -> list[str]:
@@ -287,8 +292,7 @@ def print_comparison(preset: str | None, row: dict) -> None:
     print(f"  the same {row['n']} questions under both, alternating: {mine} p50 {lr.fmt(row['p50_ms'])} / p95 "
           f"{lr.fmt(row['p95_ms'])} ms, {other['preset']} p50 {lr.fmt(other['p50_ms'])} / p95 "
           f"{lr.fmt(other['p95_ms'])} ms", flush=True)
-    stages = sorted(other["stage_p50_ms"].items(), key=lambda item: -(item[1] or 0))
-    print(f"  {other['preset']} stage p50 ms: " + ", ".join(f"{name} {ms}" for name, ms in stages), flush=True)
+    print(f"  {other['preset']} stage p50 ms: " + stage_line(other), flush=True)
     for line in compare_targets(preset, row):
         print("  " + line, flush=True)
 

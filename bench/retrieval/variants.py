@@ -108,11 +108,11 @@ VERSION_ORDER.update({
     for n in (5, 10, 20, 50)
 })
 VARIANTS.update(VERSION_ORDER)
-# ... and with other numbers of rows per leg (the default's C = 50 was chosen against 75 and 100).
-VERSION_ORDER.update({
+# The default preset with other numbers of rows per leg (its C = 50 was chosen against 75 and 100).
+AROUND_DEFAULT.update({
     f"default-c-{c}": Variant(f"default-c-{c}", replace(PRESETS["default"], candidates=c)) for c in (75, 100)
 })
-VARIANTS.update(VERSION_ORDER)
+VARIANTS.update(AROUND_DEFAULT)
 # ... and its reach: how many rows past the first ten, how close a restatement must be to come in.
 VERSION_ORDER.update({
     f"default-reach-{r}-{s:g}": Variant(f"default-reach-{r}-{s:g}", replace(
