@@ -23,11 +23,12 @@ _PREFIX = "lex:"  # legs of other rules sit in QuestionCandidates.legs under "le
 
 
 def rule_key(config: RetrievalConfig) -> str:
-    """Names the lexical rows a config's term-match rule returns ("all", "any", "adaptive-2-0.15-0.3")."""
+    """Names the lexical rows a config's term-match rule returns ("all", "any", "adaptive-2-0.15-0.3",
+    "adaptive-2-0.25-0.3-common-0.05")."""
     match = config.term_match
-    if match.mode != "adaptive":
-        return match.mode
-    return f"adaptive-{match.all_up_to}-{match.share_step:g}-{match.share_floor:g}"
+    key = match.mode if match.mode != "adaptive" else (
+        f"adaptive-{match.all_up_to}-{match.share_step:g}-{match.share_floor:g}")
+    return key if match.common_share == 1.0 else f"{key}-common-{match.common_share:g}"
 
 
 def legs_for(q: QuestionCandidates, config: RetrievalConfig) -> dict[str, list[tuple[str, float]]]:

@@ -120,3 +120,9 @@ VERSION_ORDER.update({
     for r in (0, 3, 5, 8, 10) for s in (0.65, 0.75, 0.8, 0.85, 0.9)
 })
 VARIANTS.update(VERSION_ORDER)
+# The default preset with common terms (in more than this share of the rows) only scoring (1: every term counts).
+AROUND_DEFAULT.update({
+    f"default-common-{s:g}": Variant(f"default-common-{s:g}", replace(PRESETS["default"], lexical_common_share=s))
+    for s in (0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)
+})
+VARIANTS.update(AROUND_DEFAULT)

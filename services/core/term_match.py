@@ -6,11 +6,18 @@ matches rows that have nothing to do with the question, and those fill the lexic
 "adaptive" asks every term of a short question and a share of a long one's, the share falling
 with the question's length down to a floor. Both lexical adapters apply the rule to the number
 of terms they can match (after analysis), so every profile matches the same rows.
+
+A common term (in more than `common_share` of the index's rows) neither counts towards the
+required number nor is required: it only adds its score to the rows the other terms match, as
+Lucene's CommonTermsQuery does. It says little about which rows answer (its idf is low), and a
+minimum-should-match query walks the union of its terms' postings, so one common term makes the
+leg read most of the index (at 100k rows: 5.4 ms in place of 0.8 for a conjunctive query).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -24,12 +31,14 @@ LEXICAL_MATCHES: tuple[str, ...] = get_args(LexicalMatch)
 class TermMatch:
     """A minimum-should-match rule. With "adaptive": questions of at most `all_up_to` terms
     need all of them; past that, the share of terms needed falls by `share_step` per further
-    term, never below `share_floor`, rounded up to whole terms."""
+    term, never below `share_floor`, rounded up to whole terms. Terms in more than
+    `common_share` of the rows only score (`counted_terms`); 1.0: every term counts."""
 
     mode: LexicalMatch = "adaptive"
     all_up_to: int = 2
     share_step: float = 0.25
     share_floor: float = 0.3
+    common_share: float = 1.0
 
     def __post_init__(self) -> None:
         if self.mode not in LEXICAL_MATCHES:
@@ -40,9 +49,16 @@ class TermMatch:
             raise Invalid(f"lexical_share_step: expected 0 to 1, got {self.share_step}")
         if not 0.0 < self.share_floor <= 1.0:
             raise Invalid(f"lexical_share_floor: expected more than 0 and at most 1, got {self.share_floor}")
+        if not 0.0 < self.common_share <= 1.0:
+            raise Invalid(f"lexical_common_share: expected more than 0 and at most 1 (1: every term counts), "
+                          f"got {self.common_share}")
 
     def required(self, terms: int) -> int:
         return required_terms(terms, self)
+
+
+    def counted_terms(self, row_counts: Sequence[int], total_rows: int) -> list[bool]:
+        return counted_terms(row_counts, total_rows, self)
 
 
 ALL_TERMS = TermMatch("all")
@@ -61,3 +77,11 @@ def required_terms(terms: int, rule: TermMatch) -> int:
     share = max(rule.share_floor, 1.0 - rule.share_step * (terms - rule.all_up_to))
     # The epsilon keeps a whole product (0.3 × 10) from rounding up past itself in floating point.
     return max(1, min(terms, math.ceil(share * terms - 1e-9)))
+
+
+def counted_terms(row_counts: Sequence[int], total_rows: int, rule: TermMatch) -> list[bool]:
+    """Which terms count towards (and may be required by) the rule, given how many of
+    `total_rows` rows contain each: those in at most `common_share` of them. When every term is
+    common, every term counts (a question of common words still matches on them)."""
+    counted = [count <= rule.common_share * total_rows for count in row_counts]
+    return counted if any(counted) else [True] * len(counted)

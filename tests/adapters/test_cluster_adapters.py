@@ -15,7 +15,7 @@ from schemas.events import DocumentObserved, MaintenanceRunStarted, RowArchived
 from schemas.rows import Row, RowChange
 from services.adapters import elasticsearch_common as es
 from services.adapters.event_log import kafka, kafka_records
-from services.adapters.lexical.elasticsearch import search_body, tags_query, text_query
+from services.adapters.lexical.elasticsearch import search_body, tags_query, term_row_counts, text_query
 from services.adapters.row_store.elasticsearch import (
     batch_operations,
     decode_batch,
@@ -110,6 +110,30 @@ def test_adaptive_lexical_body_asks_a_share_of_a_long_question_and_all_of_a_shor
     assert 1 < body["minimum_should_match"] < len(long)
     # A rule that lets one term suffice needs no minimum: "or" alone says it.
     assert "minimum_should_match" not in text_query(long, TermMatch("adaptive", share_floor=0.1, share_step=1.0))["match"]["body"]
+
+
+def test_common_terms_only_score_in_the_elasticsearch_body():
+    rule = TermMatch("adaptive", common_share=0.5)
+    terms = ["kafka", "team", "lag", "upgrade", "project"]
+    # The index's answer for an artificial document of the terms: "team" and "project" are in
+    # more than half of the 1,000 rows; "upgrade" is in none (no doc_freq in the answer).
+    answer = {"term_vectors": {"body": {
+        "field_statistics": {"doc_count": 1000, "sum_doc_freq": 9000, "sum_ttf": 12000},
+        "terms": {"kafka": {"doc_freq": 40, "term_freq": 1, "tokens": [{"position": 0}]},
+                  "team": {"doc_freq": 700, "term_freq": 1, "tokens": [{"position": 1}]},
+                  "lag": {"doc_freq": 12, "term_freq": 1, "tokens": [{"position": 2}]},
+                  "upgrad": {"term_freq": 1, "tokens": [{"position": 3}]},
+                  "project": {"doc_freq": 501, "term_freq": 1, "tokens": [{"position": 4}]}}}}}
+    counts, total = term_row_counts(answer, terms)
+    assert (counts, total) == ([40, 700, 12, 0, 501], 1000)
+    query = text_query(terms, rule, counts, total)
+    # The three that count need all three (the rule's share of 3); the common two only score.
+    assert query == {"bool": {
+        "must": [{"match": {"body": {"query": "kafka lag upgrade", "operator": "and", "zero_terms_query": "none"}}}],
+        "should": [{"match": {"body": {"query": "team project"}}}]}}
+    # Without counts, or where every term is common, every term counts as before.
+    assert text_query(terms, rule) == text_query(terms, TermMatch("adaptive"))
+    assert text_query(terms, rule, [900] * 5, 1000) == text_query(terms, TermMatch("adaptive"))
 
 
 def test_kafka_positions_keys_and_topic():

@@ -150,6 +150,32 @@ def test_adaptive_match_keeps_a_two_term_question_conjunctive(index: LexicalInde
     assert sorted(ids(index.search_text(["kafka"], ACME, 10, match=ADAPTIVE))) == ["both", "kafka"]
 
 
+def test_common_terms_only_score_the_rows_the_others_match(index: LexicalIndex):
+    # "team" is in 5 of the 6 rows: with a common share of 0.5 it neither counts towards the
+    # rule nor is needed, so a row needs two of the four other terms, not two of all five.
+    index.upsert([
+        row("both-team", "the team saw kafka consumer lag", 1),
+        row("both", "kafka consumer lag", 2),
+        row("kafka-team", "the team upgraded kafka", 3),
+        row("lag-team", "the team measured the lag", 4),
+        row("team", "the team offsite agenda", 5),
+        row("other", "quarterly budget review", 6),
+    ])
+    terms = content_terms("kafka consumer lag replication team")
+    assert ADAPTIVE.required(5) == ADAPTIVE.required(4) == 2
+    common = TermMatch("adaptive", common_share=0.5)
+    found = {hit.row_id: hit.score for hit in index.search_text(terms, ACME, 10, match=common)}
+    assert set(found) == {"both-team", "both"}
+    # Counting every term, the rows with one other term and "team" match too.
+    every = {hit.row_id: hit.score for hit in index.search_text(terms, ACME, 10, match=ADAPTIVE)}
+    assert set(every) == {"both-team", "both", "kafka-team", "lag-team"}
+    # The common term still adds its score: a row scores as when every term counts.
+    assert found == pytest.approx({row_id: every[row_id] for row_id in found}, rel=1e-5)
+    # A question of common terms alone still matches on them.
+    assert set(ids(index.search_text(["team"], ACME, 10, match=common))) == {
+        "both-team", "kafka-team", "lag-team", "team"}
+
+
 def test_title_counts_as_text(index: LexicalIndex):
     index.upsert([row("t", "see attached", 1, title="Incident retrospective"), row("u", "nothing here", 2)])
     assert ids(index.search_text(["retrospective"], ACME, 10, match=ALL_TERMS)) == ["t"]

@@ -26,22 +26,46 @@ from services.ports import Hit
 COMPONENT = "lexical index (Elasticsearch)"
 
 
-def text_query(terms: Sequence[str], match: TermMatch) -> dict | None:
+def text_query(terms: Sequence[str], match: TermMatch, row_counts: Sequence[int] | None = None,
+               total_rows: int = 0) -> dict | None:
     """The ranking part of the lexical leg; None when no term has anything to match.
 
     A term without a letter or digit analyses to no token: it is dropped rather than made a
     veto (as in the tantivy adapter). `match` never parses query syntax. A rule that needs some
     but not all terms becomes `minimum_should_match`, a count of the usable terms (each of
-    which the analyser keeps as one token: `content_terms` splits at what it would split)."""
-    usable = [t for t in dict.fromkeys(terms) if any(ch.isalnum() for ch in t)]
+    which the analyser keeps as one token: `content_terms` splits at what it would split).
+    With `row_counts` (rows holding each usable term, in order, of `total_rows`), common terms
+    (`TermMatch.counted_terms`) only add their score to the rows the others match."""
+    usable = usable_terms(terms)
     if not usable:
         return None
-    required = match.required(len(usable))
-    every = match.mode == "all" or required == len(usable) > 1
-    body: dict = {"query": " ".join(usable), "operator": "and" if every else "or", "zero_terms_query": "none"}
-    if 1 < required < len(usable):
+    counted = [True] * len(usable)
+    if row_counts is not None:
+        counted = match.counted_terms(row_counts, total_rows)
+    matching = [t for t, counts in zip(usable, counted, strict=True) if counts]
+    scoring = [t for t, counts in zip(usable, counted, strict=True) if not counts]
+    required = match.required(len(matching))
+    every = match.mode == "all" or required == len(matching) > 1
+    body: dict = {"query": " ".join(matching), "operator": "and" if every else "or", "zero_terms_query": "none"}
+    if 1 < required < len(matching):
         body["minimum_should_match"] = required
-    return {"match": {"body": body}}
+    ranking = {"match": {"body": body}}
+    if not scoring:
+        return ranking
+    return {"bool": {"must": [ranking], "should": [{"match": {"body": {"query": " ".join(scoring)}}}]}}
+
+
+def usable_terms(terms: Sequence[str]) -> list[str]:
+    return [t for t in dict.fromkeys(terms) if any(ch.isalnum() for ch in t)]
+
+
+def term_row_counts(termvectors: dict, terms: Sequence[str]) -> tuple[list[int], int]:
+    """Rows holding each of `terms` and the rows of the field, from a `_termvectors` answer for
+    an artificial document of the terms joined by spaces (term i at position i)."""
+    field = termvectors.get("term_vectors", {}).get("body", {})
+    by_position = {token["position"]: stats.get("doc_freq", 0)
+                   for stats in field.get("terms", {}).values() for token in stats.get("tokens", [])}
+    return [by_position.get(i, 0) for i in range(len(terms))], field.get("field_statistics", {}).get("doc_count", 0)
 
 
 def tags_query(candidates: Sequence[str]) -> dict | None:
@@ -132,7 +156,19 @@ class ElasticsearchLexicalIndex:
     # -- reads ------------------------------------------------------------------------------
 
     def search_text(self, terms: Sequence[str], scope: Scope, limit: int, match: TermMatch) -> list[Hit]:
-        return self._search(search_body(text_query(terms, match), scope, limit), "search_text")
+        usable = usable_terms(terms)
+        if not usable:
+            return []
+        counts, total = None, 0
+        if match.common_share < 1.0:
+            # The terms' row counts from the index itself (an artificial document, not stored);
+            # one shard's counts where there are several, as the rule needs only their size.
+            with es.driver_errors(COMPONENT, "term counts"):
+                answer = self.client.termvectors(index=self.index, doc={"body": " ".join(usable)}, fields=["body"],
+                                                 term_statistics=True, field_statistics=True, positions=True,
+                                                 offsets=False, payloads=False)
+            counts, total = term_row_counts(answer.body if hasattr(answer, "body") else answer, usable)
+        return self._search(search_body(text_query(usable, match, counts, total), scope, limit), "search_text")
 
     def search_tags(self, candidates: Sequence[str], scope: Scope, limit: int) -> list[Hit]:
         return self._search(search_body(tags_query(candidates), scope, limit), "search_tags")

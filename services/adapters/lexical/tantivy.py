@@ -212,8 +212,9 @@ class TantivyLexicalIndex:
         if limit <= 0:
             return []
         with _driver_errors("search_text"):
-            ranking = self._queries.text(terms, match)
-            return self._search(self._searcher(), ranking, scope, limit) if ranking is not None else []
+            searcher = self._searcher()
+            ranking = self._queries.text(terms, match, searcher)
+            return self._search(searcher, ranking, scope, limit) if ranking is not None else []
 
     def search_tags(self, candidates: Sequence[str], scope: Scope, limit: int) -> list[Hit]:
         if limit <= 0:

@@ -47,6 +47,12 @@ def micros(field: str, value: datetime) -> int:
     return ((value if value.tzinfo else value.replace(tzinfo=UTC)) - _EPOCH) // timedelta(microseconds=1)
 
 
+def _rows_with(searcher: tantivy.Searcher, tokens: tuple[str, ...]) -> int:
+    """About how many rows contain a term: the larger of its text and title counts (a phrase:
+    its rarest token's), counting deleted rows not yet merged away."""
+    return min(max(searcher.doc_freq(name, token) for name in TEXT_FIELDS) for token in tokens)
+
+
 def _query_analyzer() -> tantivy.TextAnalyzer:
     """The same chain as tantivy's built-in `en_stem`, to analyse query terms exactly as the
     `text` and `title` fields were analysed at index time."""
@@ -66,28 +72,39 @@ class Queries:
         self._schema = index_schema
         self._analyzer = _query_analyzer()
 
-    def text(self, terms: Sequence[str], match: TermMatch) -> tantivy.Query | None:
+    def text(self, terms: Sequence[str], match: TermMatch, searcher: tantivy.Searcher) -> tantivy.Query | None:
         """BM25 over text and title, each term one clause; a row must match `match.required(n)`
-        of the n clauses. None when no term has an indexable token."""
-        clauses: list[tantivy.Query] = []
-        seen: set[tuple[str, ...]] = set()
+        of the n clauses that count (`TermMatch.counted_terms`: the others, common terms, only add
+        their score to the rows matched). None when no term has an indexable token."""
+        token_lists: list[tuple[str, ...]] = []
         for term in terms:
             tokens = tuple(self._analyzer.analyze(term))
             # A term with no indexable token (punctuation, over-long) can match nothing; it is
             # dropped rather than turning a conjunctive query into an empty one. Terms that stem
             # alike are one clause, so they count once towards the required number.
-            if not tokens or tokens in seen:
-                continue
-            seen.add(tokens)
-            clauses.append(self._term_clause(tokens))
-        if not clauses:
+            if tokens and tokens not in token_lists:
+                token_lists.append(tokens)
+        if not token_lists:
             return None
-        required = match.required(len(clauses))
-        if required == len(clauses):
-            return tantivy.Query.boolean_query([(tantivy.Occur.Must, clause) for clause in clauses])
-        should = [(tantivy.Occur.Should, clause) for clause in clauses]
-        # A matched clause adds its BM25 score either way: the rule only removes rows, it never reorders them.
-        return tantivy.Query.boolean_query(should, minimum_number_should_match=required if required > 1 else None)
+        counted = [True] * len(token_lists)
+        if match.common_share < 1.0:
+            counted = match.counted_terms([_rows_with(searcher, t) for t in token_lists], searcher.num_docs)
+        clauses = [self._term_clause(tokens) for tokens in token_lists]
+        matching = [clause for clause, counts in zip(clauses, counted, strict=True) if counts]
+        scoring = [clause for clause, counts in zip(clauses, counted, strict=True) if not counts]
+        required = match.required(len(matching))
+        Occur = tantivy.Occur
+        if required == len(matching):
+            ranking = tantivy.Query.boolean_query([(Occur.Must, clause) for clause in matching])
+        else:
+            # A matched clause adds its BM25 score either way: the rule only removes rows, it never reorders them.
+            ranking = tantivy.Query.boolean_query([(Occur.Should, clause) for clause in matching],
+                                                  minimum_number_should_match=required if required > 1 else None)
+        if not scoring:
+            return ranking
+        # Beside a required clause an optional one is only looked up in the rows that clause
+        # matches, so a common term's postings are not walked.
+        return tantivy.Query.boolean_query([(Occur.Must, ranking)] + [(Occur.Should, clause) for clause in scoring])
 
     def _term_clause(self, tokens: tuple[str, ...]) -> tantivy.Query:
         per_field = []

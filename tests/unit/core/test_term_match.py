@@ -40,13 +40,13 @@ def test_adaptive_is_between_the_ends_and_allows_more_misses_as_questions_grow(n
 
 @pytest.mark.parametrize("changes", [
     {"mode": "some"}, {"all_up_to": 0}, {"share_step": -0.1}, {"share_step": 1.5}, {"share_floor": 0.0},
-    {"share_floor": 1.01},
+    {"share_floor": 1.01}, {"common_share": 0.0}, {"common_share": 1.5},
 ])
 def test_bad_rules_are_refused(changes):
     with pytest.raises(Invalid):
         TermMatch(**changes)
     fields = {"mode": "lexical_match", "all_up_to": "lexical_all_up_to", "share_step": "lexical_share_step",
-              "share_floor": "lexical_share_floor"}
+              "share_floor": "lexical_share_floor", "common_share": "lexical_common_share"}
     with pytest.raises(Invalid):  # when the config is made, not when a query runs
         RetrievalConfig(**{fields[k]: v for k, v in changes.items()})
 
@@ -74,3 +74,17 @@ def test_the_default_preset_is_coverage_with_the_adaptive_lexical_match():
     assert default.selector == "coverage" and default.coverage_threads == "lexical"
     assert default.lexical_match == "adaptive"
     assert default != PRESETS["paper-orgmembench"]
+
+
+def test_common_terms_do_not_count_unless_every_term_is_common():
+    rule = TermMatch("adaptive", common_share=0.5)
+    assert rule.counted_terms([10, 600, 500, 0], 1000) == [True, False, True, True]  # 500 is not more than half
+    assert rule.counted_terms([900, 700], 1000) == [True, True]  # all common: all count
+    assert TermMatch("adaptive").counted_terms([999, 1000], 1000) == [True, True]  # share 1: every term counts
+    assert rule.counted_terms([], 0) == []
+    assert RetrievalConfig(lexical_common_share=0.2).term_match.common_share == 0.2
+
+
+def test_the_default_preset_lets_terms_in_most_rows_only_score():
+    assert PRESETS[DEFAULT_PRESET].term_match.common_share == 0.5
+    assert PRESETS["paper-orgmembench"].term_match.common_share == 1.0
