@@ -141,32 +141,51 @@ def migrate_encrypt(settings: Settings) -> int:
 
 def data_key_store_for(settings: Settings) -> DataKeyStore:
     """The data keys (crypto-shredding): `<data_dir>/data-keys.sqlite`, or Redis in the cluster."""
-    kind = settings.erasure.key_store or ("redis" if settings.profile == "cluster" else "sqlite")
-    if kind == "redis":
+    path = data_keys_file(settings)
+    if path is None:
         from services.adapters.key_store.data_keys_redis import RedisDataKeyStore
 
         return RedisDataKeyStore(settings.erasure.redis_url or settings.cluster.redis_url)
     from services.adapters.key_store.data_keys_sqlite import SqliteDataKeyStore
 
-    return SqliteDataKeyStore(settings.erasure.data_keys_file
-                              or private_data_folder(Path(settings.data_dir)) / "data-keys.sqlite")
+    if settings.erasure.data_keys_file is None:
+        private_data_folder(Path(settings.data_dir))  # the default file sits in the private folder
+    return SqliteDataKeyStore(path)
+
+
+def data_keys_file(settings: Settings) -> Path | None:
+    """Where the data keys live when they are a file (None: in Redis)."""
+    kind = settings.erasure.key_store or ("redis" if settings.profile == "cluster" else "sqlite")
+    if kind == "redis":
+        return None
+    return Path(settings.erasure.data_keys_file or Path(settings.data_dir) / "data-keys.sqlite")
 
 
 def sealed_log(settings: Settings, event_log: EventLog) -> EventLog:
     """`event_log` behind the sealing wrapper; refused where it still holds plaintext documents
     (`orgmem migrate encrypt`), or where encryption is off for a log that was sealed."""
+    keys_file = data_keys_file(settings)
     if not settings.erasure.encrypt:
-        keys_file = settings.erasure.data_keys_file or Path(settings.data_dir) / "data-keys.sqlite"
-        if settings.profile == "embedded" and keys_file.exists():
+        if settings.profile == "embedded" and keys_file is not None and keys_file.exists():
             event_log.close()
             raise Invalid(f"erasure.encrypt: this data folder's log is encrypted ({keys_file} exists); "
                           "encryption cannot be turned off for it")
         return event_log
+    new_keys_file = keys_file is not None and not keys_file.exists()
+    keys = None
     try:
-        wrapped = sealing(event_log, Sealer(data_key_store_for(settings)))
+        keys = data_key_store_for(settings)
+        wrapped = sealing(event_log, Sealer(keys))
         check_sealed(wrapped)
     except BaseException:
         event_log.close()
+        if new_keys_file and keys is not None:
+            # Refused before anything was sealed: the key file this open made goes again, or it
+            # would mark a plaintext log as encrypted and refuse the error's own remedy
+            # (ORGMEM_ERASURE__ENCRYPT=false).
+            keys.close()
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(f"{keys_file}{suffix}").unlink(missing_ok=True)
         raise
     return wrapped
 

@@ -218,6 +218,12 @@ def test_a_log_written_before_encryption_is_refused_until_migrated(tmp_path):
     encrypted = Settings(data_dir=tmp_path / "d")
     with pytest.raises(OrgmemError, match="orgmem migrate encrypt"):
         build_memory(encrypted)
+    # The refusal leaves no key file behind (one would mark the log as encrypted): the message's
+    # other remedy, encryption off, still opens the folder.
+    assert not list((tmp_path / "d").glob("data-keys.sqlite*"))
+    mem, lock = build_memory(plain)
+    mem.close()
+    lock.release()
     done = _cli("migrate", "encrypt", data=tmp_path / "d")
     assert done.returncode == 0 and "sealed 1 " in done.stderr, done.stderr
     assert migrate_encrypt(encrypted) == 0  # resumable: what is sealed stays as it is
