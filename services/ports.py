@@ -164,7 +164,8 @@ class LexicalIndex(Protocol):
 
     def search_text(self, terms: Sequence[str], scope: Scope, limit: int, match: TermMatch) -> list[Hit]:
         """BM25 over the text of rows in scope that contain at least `match.required(n)` of the
-        n terms that can match anything (`services.core.term_match`)."""
+        n terms that can match anything and count (`services.core.term_match`: a term in more
+        than `match.common_share` of the rows only adds its score)."""
 
     def search_tags(self, candidates: Sequence[str], scope: Scope, limit: int) -> list[Hit]:
         """Rows in scope with a tag (author, thread, participants, tags) equal to a candidate."""
