@@ -136,6 +136,38 @@ def test_common_terms_only_score_in_the_elasticsearch_body():
     assert text_query(terms, rule, [900] * 5, 1000) == text_query(terms, TermMatch("adaptive"))
 
 
+def test_the_elasticsearch_leg_asks_the_term_counts_first_under_a_common_share():
+    """No Elasticsearch server runs here: a recording client answers the two requests."""
+    from services.adapters.lexical.elasticsearch import ElasticsearchLexicalIndex
+
+    class Recording:
+        def __init__(self):
+            self.calls = []
+
+        def termvectors(self, **request):
+            self.calls.append(("termvectors", request))
+            return {"term_vectors": {"body": {"field_statistics": {"doc_count": 10}, "terms": {
+                "kafka": {"doc_freq": 2, "tokens": [{"position": 0}]},
+                "team": {"doc_freq": 9, "tokens": [{"position": 1}]}}}}}
+
+        def search(self, **request):
+            self.calls.append(("search", request))
+            return {"hits": {"hits": [{"_id": "r1", "sort": [2.5, 7, "r1"]}]}}
+
+    client = Recording()
+    index = ElasticsearchLexicalIndex(client=client, index="rows", writes=False)
+    hits = index.search_text(["kafka", "team", "—"], Scope("acme"), 5, TermMatch("adaptive", common_share=0.5))
+    assert [(h.row_id, h.score) for h in hits] == [("r1", 2.5)]
+    (first, counts), (second, search) = client.calls
+    assert first == "termvectors" and counts["doc"] == {"body": "kafka team"} and counts["term_statistics"]
+    ranking = search["query"]["bool"]["must"][0]
+    assert ranking["bool"]["should"] == [{"match": {"body": {"query": "team"}}}]
+    assert ranking["bool"]["must"][0]["match"]["body"]["query"] == "kafka"
+    client.calls.clear()
+    index.search_text(["kafka", "team"], Scope("acme"), 5, TermMatch("adaptive"))  # share 1: no counts asked
+    assert [name for name, _ in client.calls] == ["search"]
+
+
 def test_kafka_positions_keys_and_topic():
     span = kafka.SPAN
     # Three events in the record at offset 41: the last one sits at 42 * SPAN.
