@@ -153,8 +153,10 @@ def test_hostile_values_are_refused_and_nothing_is_stored(replicas):
 def test_key_ids_that_name_nothing_are_not_found(replicas):
     a, b = replicas(), replicas()
     key, token = a.create("acme", "rhea", "admin", "cli:ops")
-    for guess in ("*", "", "../" + key.key_id, key.key_id + "\n", key.key_id.upper(), "0123456789ab",
-                  {"$gt": ""}, None, 7, [key.key_id]):
+    guesses = ["*", "", "../" + key.key_id, key.key_id + "\n", key.key_id.upper(), "0123456789ab",
+               {"$gt": ""}, None, 7, [key.key_id]]
+    # A random hex id may have no letter (1 in about 280): then its upper case is the id itself.
+    for guess in [g for g in guesses if g != key.key_id]:
         assert b.get(guess) is None, guess
         with pytest.raises(KeyRequestError):
             b.revoke(guess, "cli:ops")
