@@ -83,15 +83,19 @@ def context_scores(pool: Pool, weight: float, window: int = 1) -> np.ndarray:
     scores = np.asarray(pool.scores, dtype=np.float64)
     if weight == 0.0 or window <= 0:
         return scores.copy()
+    # Plain floats and a dict: this runs on every query, and numpy's per-element access costs
+    # more than the arithmetic here.
+    plain = scores.tolist()
     at = {(t, p): i for i, (t, p) in enumerate(zip(pool.threads, pool.positions, strict=True)) if t is not None}
-    out = scores.copy()
+    offsets = [d for d in range(-window, window + 1) if d]
+    out = list(plain)
     for i, (t, p) in enumerate(zip(pool.threads, pool.positions, strict=True)):
         if t is None:
             continue
-        best = max((scores[at[(t, p + d)]] for d in range(-window, window + 1) if d and (t, p + d) in at), default=None)
-        if best is not None:
-            out[i] += weight * best
-    return out
+        neighbours = [plain[j] for j in (at.get((t, p + d)) for d in offsets) if j is not None]
+        if neighbours:
+            out[i] += weight * max(neighbours)
+    return np.array(out, dtype=np.float64)
 
 
 def thread_priority(pool: Pool, lexical_rows: int, gamma: float = 3.0) -> dict:
@@ -129,11 +133,11 @@ def coverage_order(pool: Pool, budget: int, context_weight: float, every: int, w
     prefix of the larger one."""
     n = len(pool.ids)
     scores = context_scores(pool, context_weight, window)
-    by_score = np.argsort(-scores, kind="stable")  # stable: ties keep the fused order
+    by_score = np.argsort(-scores, kind="stable").tolist()  # stable: ties keep the fused order
     threads = thread_keys(pool)
     best_row: dict = {}
     for i in by_score:  # each thread's rows, best first; threads in the order of their best row
-        best_row.setdefault(threads[i], []).append(int(i))
+        best_row.setdefault(threads[i], []).append(i)
     if threads_by == "lexical":
         votes = thread_priority(pool, lexical_rows)
         ranked_threads = sorted(best_row, key=lambda t: -votes[t])  # stable: ties by best row
@@ -141,7 +145,7 @@ def coverage_order(pool: Pool, budget: int, context_weight: float, every: int, w
         ranked_threads = list(best_row)
     else:
         raise ValueError(f"coverage_threads: expected fused or lexical, got {threads_by!r}")
-    taken = np.zeros(n, dtype=bool)
+    taken = [False] * n
     covered: set = set()
     chosen: list[int] = []
     cursor = 0  # by_score[:cursor] are all taken
@@ -154,7 +158,7 @@ def coverage_order(pool: Pool, budget: int, context_weight: float, every: int, w
         if pick is None:
             while taken[by_score[cursor]]:
                 cursor += 1
-            pick = int(by_score[cursor])
+            pick = by_score[cursor]
         taken[pick] = True
         covered.add(threads[pick])
         chosen.append(pick)
