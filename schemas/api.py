@@ -38,7 +38,11 @@ class QueryRequest(BaseModel):
         "An alias of lexical_match: true is \"all\", false is \"any\"."))
     lexical_match: Literal["all", "any", "adaptive"] | None = Field(default=None, description=(
         "How many of the query's content terms a lexical hit must contain: all, any, or adaptive "
-        "(all of one or two terms, then a share that falls with the query's length, at least 30%)."))
+        "(all of one or two terms, then a share that falls with the query's length, at least 30%). "
+        "Given as all or any, it holds for chat turns too unless lexical_turn_match is given."))
+    lexical_turn_match: Literal["all", "any", "adaptive"] | None = Field(default=None, description=(
+        "How a chat turn matches, where not as every other row: a turn seldom holds a share of a long "
+        "question's terms, its session does (the default preset: any)."))
     preset: str | None = None
     weights: dict[Literal["lex", "tag", "vec"], float] | None = None
     # Each value as long as the field it filters may be (a 9 KB filter value is refused).

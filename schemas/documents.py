@@ -8,6 +8,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 DocumentKind = Literal["email", "ticket", "meeting", "doc", "chat"]
+# Kinds whose rows are single turns of a conversation: a turn answers the one before it and is
+# read with its session, not on its own (the lexical rule for turns, the version order).
+TURN_KINDS = frozenset({"chat"})
 
 # One document's text: a longer one is refused (connectors make it a dead letter naming the cap).
 MAX_TEXT_CHARS = 1_000_000

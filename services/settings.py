@@ -18,6 +18,7 @@ class RetrievalSettings(BaseModel):
     k: int | None = None
     conjunctive: bool | None = None  # an alias: True is lexical_match "all", False "any"
     lexical_match: Literal["all", "any", "adaptive"] | None = None
+    lexical_turn_match: Literal["all", "any", "adaptive"] | None = None  # how chat turns match (the preset's)
     selector: Literal["rrf", "pursuit", "coverage"] | None = None
 
 

@@ -24,11 +24,12 @@ _PREFIX = "lex:"  # legs of other rules sit in QuestionCandidates.legs under "le
 
 def rule_key(config: RetrievalConfig) -> str:
     """Names the lexical rows a config's term-match rule returns ("all", "any", "adaptive-2-0.15-0.3",
-    "adaptive-2-0.25-0.3-common-0.05")."""
+    "adaptive-2-0.25-0.3-common-0.05", "adaptive-2-0.25-0.3-common-0.5-turns-any")."""
     match = config.term_match
     key = match.mode if match.mode != "adaptive" else (
         f"adaptive-{match.all_up_to}-{match.share_step:g}-{match.share_floor:g}")
-    return key if match.common_share == 1.0 else f"{key}-common-{match.common_share:g}"
+    key = key if match.common_share == 1.0 else f"{key}-common-{match.common_share:g}"
+    return key if match.turn_rule is None else f"{key}-turns-{match.turns}"
 
 
 def legs_for(q: QuestionCandidates, config: RetrievalConfig) -> dict[str, list[tuple[str, float]]]:

@@ -117,7 +117,7 @@ def retrieval_config(settings: Settings) -> RetrievalConfig:
             weights[leg] = value
     return base.with_overrides(
         weights=weights, candidates=r.candidates, k=r.k, conjunctive=r.conjunctive, lexical_match=r.lexical_match,
-        selector=r.selector,
+        lexical_turn_match=r.lexical_turn_match, selector=r.selector,
     )
 
 

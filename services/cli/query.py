@@ -40,7 +40,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         memory.catch_up()
         config = memory.config_for(args.preset, k=args.k, reserve=args.reserve, candidates=args.candidates,
                                    selector=args.selector, conjunctive=args.conjunctive, weights=args.weights,
-                                   lexical_match=args.lexical_match)
+                                   lexical_match=args.lexical_match, lexical_turn_match=args.lexical_turn_match)
         scope = memory.scope_for(Caller(), as_of=args.as_of, known_at=args.known_at, kinds=args.kinds,
                                  authors=args.authors, threads=args.threads)
         result = memory.query(args.text, scope, config)
@@ -82,6 +82,8 @@ def register(command, _subparsers) -> None:
     matching.add_argument("--lexical-match", choices=["all", "any", "adaptive"],
                           help="which rows the lexical leg matches: every term, any term, or a share that falls "
                                "with the question's length (the default preset's)")
+    p.add_argument("--lexical-turn-match", choices=["all", "any", "adaptive"],
+                   help="how chat turns match, where not as every other row (the default preset: any)")
     for name, what in (("kinds", "kind"), ("authors", "author"), ("threads", "thread")):
         p.add_argument(f"--{name}", action="append", metavar=what.upper(),
                        help=f"only rows of this {what}; repeat for several")

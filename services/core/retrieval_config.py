@@ -26,6 +26,10 @@ class RetrievalConfig:
     lexical_share_step: float = 0.25
     lexical_share_floor: float = 0.3
     lexical_common_share: float = 1.0  # terms in more of the rows only score (1: every term counts)
+    # How a chat turn matches, where not as every other row (None): one turn seldom holds a share
+    # of a long question's terms, its session does. A request naming lexical_match alone names
+    # the rule for every row (with_overrides).
+    lexical_turn_match: LexicalMatch | None = None
     selector: Selector = "rrf"
     pursuit_pool: int = 50
     pursuit_ridge: float = 0.0
@@ -62,7 +66,7 @@ class RetrievalConfig:
     @property
     def term_match(self) -> TermMatch:
         return TermMatch(self.lexical_match, self.lexical_all_up_to, self.lexical_share_step, self.lexical_share_floor,
-                         self.lexical_common_share)
+                         self.lexical_common_share, self.lexical_turn_match)
 
     def with_overrides(self, **changes) -> RetrievalConfig:
         conjunctive = changes.pop("conjunctive", None)
@@ -71,7 +75,10 @@ class RetrievalConfig:
             if changes.get("lexical_match") not in (None, alias):
                 raise Invalid(f"conjunctive: {conjunctive} contradicts lexical_match={changes['lexical_match']!r}")
             changes["lexical_match"] = alias
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+        changes = {k: v for k, v in changes.items() if v is not None}
+        if changes.get("lexical_match") in ("all", "any") and "lexical_turn_match" not in changes:
+            changes["lexical_turn_match"] = None  # either end of the rule, asked for, holds for every row
+        return replace(self, **changes)
 
 
 def weights_problem(weights: dict[str, float]) -> str | None:
@@ -90,13 +97,13 @@ PRESETS: dict[str, RetrievalConfig] = {
     # The default read path, the best measured one (docs/retrieval.md, "The default read path"):
     # thread coverage as in "conversational-coverage", with the adaptive lexical match (all of 1-2
     # content terms, then a share falling by 25 points a term to a 30% floor; terms in more than
-    # half of the rows only score), C = 50; newer versions first among the first 10 rows at a
-    # cosine of 0.65, and a closer (0.85) newer version among the next 3 rows moves up into them
-    # (both tuned on the synthetic organisation).
+    # half of the rows only score; a chat turn needs one term), C = 50; newer versions first among
+    # the first 10 rows at a cosine of 0.65, and a closer (0.85) newer version among the next 3 rows
+    # moves up into them (both tuned on the synthetic organisation).
     DEFAULT_PRESET: RetrievalConfig(
         weights={"lex": 1.0, "tag": 0.0, "vec": 1.0}, candidates=50, gamma=5.0, reserve=0, lexical_match="adaptive",
         lexical_all_up_to=2, lexical_share_step=0.25, lexical_share_floor=0.3, lexical_common_share=0.5,
-        selector="coverage", context_weight=0.25, context_window=1, coverage_every=2,
+        lexical_turn_match="any", selector="coverage", context_weight=0.25, context_window=1, coverage_every=2,
         coverage_threads="lexical", coverage_lexical_rows=50, version_similarity=0.65,
         version_reach=3, version_reach_similarity=0.85,
     ),

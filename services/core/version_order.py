@@ -27,12 +27,13 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from schemas.documents import TURN_KINDS
 from services.core.reserve import RecencyKey
 
 
 # A chat turn answers the turn before it; a later turn on the same subject goes on talking, it does
 # not replace it (on LoCoMo, reordering turns so cost a third of MRR@10; docs/retrieval.md).
-UNVERSIONED_KINDS = frozenset({"chat"})
+UNVERSIONED_KINDS = TURN_KINDS
 
 
 # A row this close to a row already taken is a copy of it (the same mail in two mailboxes, a

@@ -136,6 +136,21 @@ def test_common_terms_only_score_in_the_elasticsearch_body():
     assert text_query(terms, rule, [900] * 5, 1000) == text_query(terms, TermMatch("adaptive"))
 
 
+def test_chat_turns_match_by_their_own_rule_in_the_elasticsearch_body():
+    terms = ["kafka", "consumer", "lag", "replication"]
+    rows_rule = text_query(terms, TermMatch("adaptive"))
+    assert rows_rule["match"]["body"]["minimum_should_match"] == 2
+    query = text_query(terms, TermMatch("adaptive", turns="any"))
+    is_turn = {"terms": {"kind": ["chat"]}}
+    # A row is in one branch by its kind: documents by the share, turns by any term.
+    assert query == {"bool": {"should": [
+        {"bool": {"must": [rows_rule], "must_not": [is_turn]}},
+        {"bool": {"must": [text_query(terms, ANY_TERM)], "filter": [is_turn]}},
+    ], "minimum_should_match": 1}}
+    # A turn rule equal to the rows' is no branch at all.
+    assert text_query(terms, TermMatch("adaptive", turns="adaptive")) == rows_rule
+
+
 def test_the_elasticsearch_leg_asks_the_term_counts_first_under_a_common_share():
     """No Elasticsearch server runs here: a recording client answers the two requests."""
     from services.adapters.lexical.elasticsearch import ElasticsearchLexicalIndex

@@ -176,6 +176,31 @@ def test_common_terms_only_score_the_rows_the_others_match(index: LexicalIndex):
         "both-team", "kafka-team", "lag-team", "team"}
 
 
+def test_chat_turns_match_by_their_own_rule(index: LexicalIndex):
+    # Four terms: the adaptive rule needs two of them in a row. A chat turn, with turns="any",
+    # needs one; a mail with one term still does not match, and nobody's score changes.
+    index.upsert([
+        row("turn-one", "did the kafka thing ever get fixed?", 1, kind="chat"),
+        row("turn-two", "the kafka consumer lag is back", 2, kind="chat"),
+        row("turn-none", "see you at lunch", 3, kind="chat"),
+        row("mail-one", "kafka upgrade notes", 4, kind="email"),
+        row("mail-two", "kafka consumer offsets reset", 5, kind="email"),
+    ])
+    terms = content_terms("kafka consumer lag replication")
+    assert ADAPTIVE.required(len(terms)) == 2
+    turns = TermMatch("adaptive", turns="any")
+    found = {hit.row_id: hit.score for hit in index.search_text(terms, ACME, 10, match=turns)}
+    assert set(found) == {"turn-one", "turn-two", "mail-two"}
+    every = {hit.row_id: hit.score for hit in index.search_text(terms, ACME, 10, match=ANY_TERM)}
+    assert found == pytest.approx({row_id: every[row_id] for row_id in found}, rel=1e-5)
+    # The other way round: turns held to every term, documents to the share.
+    strict = TermMatch("adaptive", turns="all")
+    assert set(ids(index.search_text(terms, ACME, 10, match=strict))) == {"mail-two"}
+    # Without turns in the scope's kinds, only the documents' rule is left.
+    mails = Scope(tenant="acme", kinds=frozenset({"email"}))
+    assert set(ids(index.search_text(terms, mails, 10, match=turns))) == {"mail-two"}
+
+
 def test_title_counts_as_text(index: LexicalIndex):
     index.upsert([row("t", "see attached", 1, title="Incident retrospective"), row("u", "nothing here", 2)])
     assert ids(index.search_text(["retrospective"], ACME, 10, match=ALL_TERMS)) == ["t"]

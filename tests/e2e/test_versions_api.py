@@ -1,6 +1,7 @@
 """Versions through the HTTP API: two callers of different access read the same thread, and each
 is told only of the versions it may read (query rows, evidence, the row and thread routes); a leg
-of weight 0 does not run, and weights that leave no leg are refused."""
+of weight 0 does not run, and weights that leave no leg are refused; chat turns match by their own
+lexical rule."""
 
 from __future__ import annotations
 
@@ -85,6 +86,32 @@ def test_a_leg_of_weight_zero_does_not_run_and_no_leg_left_is_refused(live_serve
     # Zero over a preset that keeps another leg is fine: only the named legs change.
     tag_only = client.post("/v1/query", json={**body, "weights": {"lex": 0, "vec": 0}})
     assert tag_only.status_code == 200, tag_only.text
+
+
+def test_chat_turns_match_on_any_term_by_default_and_a_request_can_say_otherwise(live_server):
+    client = live_server.client
+    position = client.post("/v1/documents", json={"documents": [
+        {"text": "did the kafka thing ever get fixed?", "kind": "chat", "thread": "standup", "author": "ann"},
+        {"text": "kafka upgrade notes", "kind": "email", "author": "ops@corp.example"},
+        {"text": "kafka consumer offsets were reset", "kind": "email", "author": "sre@corp.example"},
+        # So that "kafka" is in half the rows, not more: a term in most rows would only score.
+        *({"text": text, "kind": "email", "author": "hr@corp.example"} for text in (
+            "lunch menu for friday", "parking garage closed on monday", "new badge photos")),
+    ]}).json()["position"]
+    body = {"q": "kafka consumer lag replication", "k": 10, "after": position, "weights": {"lex": 1, "vec": 0}}
+
+    def found(**extra):
+        answer = client.post("/v1/query", json={**body, **extra})
+        assert answer.status_code == 200, answer.text
+        return sorted(h["text"] for h in answer.json()["rows"])
+
+    # Two of the four terms for a mail, one for a chat turn (the default preset).
+    assert found() == ["did the kafka thing ever get fixed?", "kafka consumer offsets were reset"]
+    assert found(lexical_turn_match="adaptive") == ["kafka consumer offsets were reset"]
+    assert found(lexical_match="all") == []  # either end, asked for, holds for turns too
+    assert len(found(conjunctive=False)) == 3
+    bad = client.post("/v1/query", json={**body, "lexical_turn_match": "some"})
+    assert bad.status_code == 422 and "lexical_turn_match" in bad.text
 
 
 RULE = "Decision: the release freeze starts on 10 March for all teams."

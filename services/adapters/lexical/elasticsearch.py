@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from schemas.documents import TURN_KINDS
 from schemas.rows import Row
 from services.adapters import elasticsearch_common as es
 from services.core.scope import Scope
@@ -35,7 +36,8 @@ def text_query(terms: Sequence[str], match: TermMatch, row_counts: Sequence[int]
     but not all terms becomes `minimum_should_match`, a count of the usable terms (each of
     which the analyser keeps as one token: `content_terms` splits at what it would split).
     With `row_counts` (rows holding each usable term, in order, of `total_rows`), common terms
-    (`TermMatch.counted_terms`) only add their score to the rows the others match."""
+    (`TermMatch.counted_terms`) only add their score to the rows the others match. Chat turns
+    match by `match.turn_rule` where it is set."""
     usable = usable_terms(terms)
     if not usable:
         return None
@@ -44,6 +46,20 @@ def text_query(terms: Sequence[str], match: TermMatch, row_counts: Sequence[int]
         counted = match.counted_terms(row_counts, total_rows)
     matching = [t for t, counts in zip(usable, counted, strict=True) if counts]
     scoring = [t for t, counts in zip(usable, counted, strict=True) if not counts]
+    rows = _ranking(matching, scoring, match)
+    turns = match.turn_rule
+    if turns is None:
+        return rows
+    # Each row matches one branch only (its kind decides), so it scores as under its own rule.
+    is_turn = {"terms": {"kind": sorted(TURN_KINDS)}}
+    return {"bool": {"should": [
+        {"bool": {"must": [rows], "must_not": [is_turn]}},
+        {"bool": {"must": [_ranking(matching, scoring, turns)], "filter": [is_turn]}},
+    ], "minimum_should_match": 1}}
+
+
+def _ranking(matching: Sequence[str], scoring: Sequence[str], match: TermMatch) -> dict:
+    """Rows with `match.required` of the `matching` terms; `scoring` terms only add their score."""
     required = match.required(len(matching))
     every = match.mode == "all" or required == len(matching) > 1
     body: dict = {"query": " ".join(matching), "operator": "and" if every else "or", "zero_terms_query": "none"}

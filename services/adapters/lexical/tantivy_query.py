@@ -16,6 +16,7 @@ from itertools import combinations
 
 import tantivy
 
+from schemas.documents import TURN_KINDS
 from services.core.scope import Scope
 from services.core.term_match import TermMatch
 
@@ -75,7 +76,8 @@ class Queries:
     def text(self, terms: Sequence[str], match: TermMatch, searcher: tantivy.Searcher) -> tantivy.Query | None:
         """BM25 over text and title, each term one clause; a row must match `match.required(n)`
         of the n clauses that count (`TermMatch.counted_terms`: the others, common terms, only add
-        their score to the rows matched). None when no term has an indexable token."""
+        their score to the rows matched). Chat turns match by `match.turn_rule` where it is set and
+        the index holds turns. None when no term has an indexable token."""
         token_lists: list[tuple[str, ...]] = []
         for term in terms:
             tokens = tuple(self._analyzer.analyze(term))
@@ -92,6 +94,22 @@ class Queries:
         clauses = [self._term_clause(tokens) for tokens in token_lists]
         matching = [clause for clause, counts in zip(clauses, counted, strict=True) if counts]
         scoring = [clause for clause, counts in zip(clauses, counted, strict=True) if not counts]
+        rows = self._ranking(matching, scoring, match)
+        turns = match.turn_rule
+        if turns is None or not any(searcher.doc_freq("kind", kind) for kind in TURN_KINDS):
+            return rows
+        # Each row matches one branch only (its kind decides), so it scores as under its own rule.
+        Occur, Query = tantivy.Occur, tantivy.Query
+        is_turn = Query.term_set_query(self._schema, "kind", sorted(TURN_KINDS))
+        return Query.boolean_query([
+            (Occur.Should, Query.boolean_query([(Occur.Must, rows), (Occur.MustNot, is_turn)])),
+            (Occur.Should, Query.boolean_query([(Occur.Must, self._ranking(matching, scoring, turns)),
+                                                (Occur.Must, Query.const_score_query(is_turn, 0.0))])),
+        ])
+
+    @staticmethod
+    def _ranking(matching: list[tantivy.Query], scoring: list[tantivy.Query], match: TermMatch) -> tantivy.Query:
+        """Rows with `match.required` of the `matching` clauses; `scoring` clauses only add their score."""
         required = match.required(len(matching))
         Occur = tantivy.Occur
         if required == len(matching):

@@ -115,7 +115,8 @@ async def answer_query(body: QueryRequest, s: State, caller: CurrentCaller) -> Q
         raise invalid_request(f"after: position {body.after} is past the log head {head}")
     config = s.memory.config_for(body.preset, k=body.k, reserve=body.reserve, candidates=body.candidates,
                                  selector=body.selector, conjunctive=body.conjunctive,
-                                 lexical_match=body.lexical_match, weights=body.weights)
+                                 lexical_match=body.lexical_match, lexical_turn_match=body.lexical_turn_match,
+                                 weights=body.weights)
     if problem := weights_problem(config.weights):  # the request's weights over its preset's
         raise invalid_request(problem)
     scope = s.memory.scope_for(caller, as_of=body.as_of, known_at=body.known_at, kinds=body.kinds,

@@ -40,13 +40,14 @@ def test_adaptive_is_between_the_ends_and_allows_more_misses_as_questions_grow(n
 
 @pytest.mark.parametrize("changes", [
     {"mode": "some"}, {"all_up_to": 0}, {"share_step": -0.1}, {"share_step": 1.5}, {"share_floor": 0.0},
-    {"share_floor": 1.01}, {"common_share": 0.0}, {"common_share": 1.5},
+    {"share_floor": 1.01}, {"common_share": 0.0}, {"common_share": 1.5}, {"turns": "some"}, {"turns": ["any"]},
 ])
 def test_bad_rules_are_refused(changes):
     with pytest.raises(Invalid):
         TermMatch(**changes)
     fields = {"mode": "lexical_match", "all_up_to": "lexical_all_up_to", "share_step": "lexical_share_step",
-              "share_floor": "lexical_share_floor", "common_share": "lexical_common_share"}
+              "share_floor": "lexical_share_floor", "common_share": "lexical_common_share",
+              "turns": "lexical_turn_match"}
     with pytest.raises(Invalid):  # when the config is made, not when a query runs
         RetrievalConfig(**{fields[k]: v for k, v in changes.items()})
 
@@ -88,3 +89,21 @@ def test_common_terms_do_not_count_unless_every_term_is_common():
 def test_the_default_preset_lets_terms_in_most_rows_only_score():
     assert PRESETS[DEFAULT_PRESET].term_match.common_share == 0.5
     assert PRESETS["paper-orgmembench"].term_match.common_share == 1.0
+
+
+def test_chat_turns_have_a_rule_of_their_own_only_where_it_differs():
+    rule = TermMatch("adaptive", common_share=0.5, turns="any")
+    assert rule.turn_rule == TermMatch("any", common_share=0.5)  # the rest of the rule is kept
+    assert TermMatch("adaptive").turn_rule is None
+    assert TermMatch("adaptive", turns="adaptive").turn_rule is None
+    assert RetrievalConfig(lexical_match="adaptive", lexical_turn_match="all").term_match.turn_rule == TermMatch("all")
+
+
+def test_a_request_naming_either_end_of_the_rule_names_it_for_turns_too():
+    base = RetrievalConfig(lexical_match="adaptive", lexical_turn_match="any")
+    assert base.with_overrides(conjunctive=True).term_match.turn_rule is None
+    assert base.with_overrides(lexical_match="all").lexical_turn_match is None
+    assert base.with_overrides(lexical_match="any", lexical_turn_match="all").term_match.turn_rule == TermMatch("all")
+    # Asking the adaptive rule, or nothing about the rule, keeps the turns' own.
+    assert base.with_overrides(lexical_match="adaptive").lexical_turn_match == "any"
+    assert base.with_overrides(k=5).lexical_turn_match == "any"

@@ -73,6 +73,7 @@ def test_one_bad_document_names_its_index_and_field(batch, data):
     {"q": st.text(min_size=1, max_size=4096)},
     optional={"k": st.integers(1, 10_000), "candidates": st.integers(1, 10_000), "selector": st.sampled_from(["rrf", "pursuit"]),
               "lexical_match": st.sampled_from(["all", "any", "adaptive"]),
+              "lexical_turn_match": st.sampled_from(["all", "any", "adaptive"]),
               "conjunctive": st.booleans(), "after": st.integers(0, 2**62), "as_of": dates,
               "weights": st.dictionaries(st.sampled_from(["lex", "tag", "vec"]), st.floats(0, 100)),
               "kinds": st.lists(names, max_size=5), "show_supersession": st.booleans()}))
@@ -88,7 +89,7 @@ def test_a_valid_query_round_trips(raw):
 @given(st.sampled_from([
     ("q", ""), ("q", "x" * 4097), ("k", 0), ("k", -3), ("candidates", 0), ("after", -1), ("selector", "mmr"),
     ("weights", {"bm25": 1.0}), ("as_of", "not a date"), ("unknown_field", True), ("conjunctive", "maybe"),
-    ("lexical_match", "some"), ("lexical_match", 2),
+    ("lexical_match", "some"), ("lexical_match", 2), ("lexical_turn_match", "turns"), ("lexical_turn_match", {"any": 1}),
 ]), st.text(min_size=1, max_size=50))
 def test_an_invalid_query_names_the_field(case, q):
     field, value = case
