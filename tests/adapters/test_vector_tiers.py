@@ -22,7 +22,10 @@ import numpy as np
 import pytest
 
 from schemas.rows import Row
+from qdrant_edge import EdgeShard, KeywordIndexParams, UpdateOperation
+
 from services.adapters.vector.qdrant_edge import QdrantEdgeVectorIndex
+from services.adapters.vector.qdrant_edge_search import ON_DISK_INDEXES, payload_indexes
 from services.adapters.vector.qdrant_edge_manifest import LEGACY, MANIFEST
 from services.adapters.vector.qdrant_edge_tiers import BuildFailed, TieredEdgeVectorIndex
 from services.core.scope import Scope, admits
@@ -283,6 +286,48 @@ def test_a_single_shard_index_from_before_the_tiers_becomes_the_sealed_shard(tmp
         assert index.optimize() is True
         assert index.graph_status()["rows_in_graph"] == 120
         assert answers_match(index, truth, queries) == []
+    finally:
+        index.close()
+
+
+def _on_disk_indexes(index: TieredEdgeVectorIndex) -> set[str]:
+    schema = index._tiers.sealed._live().info().payload_schema
+    return {name for name, info in schema.items() if getattr(info.params, "on_disk", None)}
+
+
+def test_a_sealed_shard_keeps_its_per_row_indexes_on_disk_and_an_older_one_gets_them_at_its_next_build(
+        tmp_path: Path) -> None:
+    rng = np.random.default_rng(8)
+    rows = [row.model_copy(update={"thread": f"t{i % 7}"}) for i, row in enumerate(tiered_rows(200))]
+    vectors, truth, queries = unit(rng, 200), Truth(), unit(rng, 4)
+    index = TieredEdgeVectorIndex(tmp_path / "tiers", DIM)
+    try:
+        index.upsert(rows[:120], vectors[:120])
+        truth.upsert(rows[:120], vectors[:120])
+        assert index.optimize() is True
+        assert _on_disk_indexes(index) == set(ON_DISK_INDEXES)
+        sealed = index._tiers.sealed.path
+    finally:
+        index.close()
+    # As a shard sealed before: every index read into memory when it opens.
+    shard = EdgeShard.load(str(sealed))
+    for name, params in payload_indexes():
+        if name in ON_DISK_INDEXES:
+            shard.update(UpdateOperation.delete_field_index(name))
+            shard.update(UpdateOperation.create_field_index(name, KeywordIndexParams(enable_hnsw=False)))
+    shard.flush()
+    shard.close()
+    index = TieredEdgeVectorIndex(tmp_path / "tiers", DIM)
+    try:
+        assert _on_disk_indexes(index) == set()
+        index.upsert(rows[120:], vectors[120:])
+        truth.upsert(rows[120:], vectors[120:])
+        assert index.optimize() is True  # extends a copy of the sealed shard: the child refits it
+        assert _on_disk_indexes(index) == set(ON_DISK_INDEXES)
+        assert answers_match(index, truth, queries) == []
+        one_thread = Scope(tenant="acme", threads=frozenset({"t3"}))  # a filter on a refitted index
+        for query in queries:
+            assert [h.row_id for h in index.search(query, one_thread, 5)] == truth.top(query, one_thread, 5)
     finally:
         index.close()
 
