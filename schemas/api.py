@@ -106,9 +106,10 @@ class QueryResponse(BaseModel):
     matched: int
     leg_sizes: dict[str, int]
     timings_ms: dict[str, float] = Field(description=(
-        "wall time of each read-path stage in ms; the lexical legs run beside the query embedding, "
-        "so 'lexical' and 'rows_lexical' (the ranking fields of the lexical hits) overlap 'embed', and "
-        "'lexical_wait' is the time they added after it; 'rows' reads the whole rows returned"))
+        "wall time of each read-path stage in ms; the lexical legs run beside the query embedding and "
+        "the vector leg, so 'lexical' and 'rows_lexical' (the ranking fields of the lexical hits) "
+        "overlap 'embed' and 'vector', and 'lexical_wait' is the time they added after both; 'rows' "
+        "reads the whole rows returned"))
     applied_position: int
 
 

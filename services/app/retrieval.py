@@ -87,13 +87,17 @@ class Retriever:
         if "vec" in taking_part or config.selector == "pursuit":
             query_vector = self.embedder.encode([query])[0]
             lap("embed")
+        # The vector leg before waiting for the lexical stage: Qdrant Edge's search releases the
+        # interpreter lock, so a lexical stage that outlasts the embedding finishes meanwhile.
+        vector_hits = self.vectors.search(query_vector, scope, config.candidates) if "vec" in taking_part else None
+        if vector_hits is not None:
+            lap("vector")
         legs, heads, newest, lexical_timings = lexical.result()
         timings.update(lexical_timings)
-        lap("lexical_wait")  # what the lexical stage added after the embedding
-        if "vec" in taking_part:
-            legs["vec"] = self.vectors.search(query_vector, scope, config.candidates)
-            lap("vector")
-            heads.update(self.rows.heads([h.row_id for h in legs["vec"] if h.row_id not in heads]))
+        lap("lexical_wait")  # what the lexical stage added after the embedding and the vector leg
+        if vector_hits is not None:
+            legs["vec"] = vector_hits
+            heads.update(self.rows.heads([h.row_id for h in vector_hits if h.row_id not in heads]))
         fields = {**heads, **{head.row_id: head for head in newest}}
         ranking = rank(
             {leg: [(h.row_id, h.score) for h in hits] for leg, hits in legs.items()},
