@@ -201,6 +201,20 @@ def test_chat_turns_match_by_their_own_rule(index: LexicalIndex):
     assert set(ids(index.search_text(terms, mails, 10, match=turns))) == {"mail-two"}
 
 
+def test_an_index_of_chat_turns_alone_matches_them_by_the_turns_rule(index: LexicalIndex):
+    index.upsert([
+        row("one", "did the kafka thing ever get fixed?", 1, kind="chat"),
+        row("two", "the kafka consumer lag is back", 2, kind="chat"),
+        row("none", "see you at lunch", 3, kind="chat"),
+        row("other", "lunch was great", 4, kind="chat"),
+    ])
+    terms = content_terms("kafka consumer lag replication")
+    turns = index.search_text(terms, ACME, 10, match=TermMatch("adaptive", turns="any"))
+    every = index.search_text(terms, ACME, 10, match=ANY_TERM)
+    assert ids(turns) == ids(every) and {"one", "two"} == set(ids(turns))
+    assert [h.score for h in turns] == pytest.approx([h.score for h in every], rel=1e-5)
+
+
 def test_title_counts_as_text(index: LexicalIndex):
     index.upsert([row("t", "see attached", 1, title="Incident retrospective"), row("u", "nothing here", 2)])
     assert ids(index.search_text(["retrospective"], ACME, 10, match=ALL_TERMS)) == ["t"]

@@ -13,10 +13,11 @@ import math
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from itertools import combinations
+from typing import get_args
 
 import tantivy
 
-from schemas.documents import TURN_KINDS
+from schemas.documents import TURN_KINDS, DocumentKind
 from services.core.scope import Scope
 from services.core.term_match import TermMatch
 
@@ -26,6 +27,8 @@ TEXT_FIELDS = ("text", "title")
 # matched tags than this the subsets are not enumerated and the whole tie is read instead.
 MAX_SUBSET_TAGS = 8
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Every kind a row can have that is not a chat turn (`schemas.rows.Row.kind` is a DocumentKind).
+DOCUMENT_KINDS = tuple(kind for kind in get_args(DocumentKind) if kind not in TURN_KINDS)
 
 
 def schema() -> tantivy.Schema:
@@ -52,6 +55,11 @@ def _rows_with(searcher: tantivy.Searcher, tokens: tuple[str, ...]) -> int:
     """About how many rows contain a term: the larger of its text and title counts (a phrase:
     its rarest token's), counting deleted rows not yet merged away."""
     return min(max(searcher.doc_freq(name, token) for name in TEXT_FIELDS) for token in tokens)
+
+
+def _holds_any(searcher: tantivy.Searcher, kinds) -> bool:
+    """Whether the index holds a row of one of these kinds (deleted rows not yet merged away count)."""
+    return any(searcher.doc_freq("kind", kind) for kind in kinds)
 
 
 def _query_analyzer() -> tantivy.TextAnalyzer:
@@ -96,8 +104,10 @@ class Queries:
         scoring = [clause for clause, counts in zip(clauses, counted, strict=True) if not counts]
         rows = self._ranking(matching, scoring, match)
         turns = match.turn_rule
-        if turns is None or not any(searcher.doc_freq("kind", kind) for kind in TURN_KINDS):
+        if turns is None or not _holds_any(searcher, TURN_KINDS):
             return rows
+        if not _holds_any(searcher, DOCUMENT_KINDS):  # every row is a turn: one rule, one query
+            return self._ranking(matching, scoring, turns)
         # Each row matches one branch only (its kind decides), so it scores as under its own rule.
         Occur, Query = tantivy.Occur, tantivy.Query
         is_turn = Query.term_set_query(self._schema, "kind", sorted(TURN_KINDS))
