@@ -176,17 +176,25 @@ def test_common_terms_only_score_the_rows_the_others_match(index: LexicalIndex):
         "both-team", "kafka-team", "lag-team", "team"}
 
 
+def chat_turns() -> list[Row]:
+    """Three turns for the question below: one with one of its terms, one with three, one with none."""
+    return [row("turn-one", "did the kafka thing ever get fixed?", 1, kind="chat"),
+            row("turn-two", "the kafka consumer lag is back", 2, kind="chat"),
+            row("turn-none", "see you at lunch", 3, kind="chat")]
+
+
+TURNS_QUESTION = "kafka consumer lag replication"
+
+
 def test_chat_turns_match_by_their_own_rule(index: LexicalIndex):
     # Four terms: the adaptive rule needs two of them in a row. A chat turn, with turns="any",
     # needs one; a mail with one term still does not match, and nobody's score changes.
     index.upsert([
-        row("turn-one", "did the kafka thing ever get fixed?", 1, kind="chat"),
-        row("turn-two", "the kafka consumer lag is back", 2, kind="chat"),
-        row("turn-none", "see you at lunch", 3, kind="chat"),
+        *chat_turns(),
         row("mail-one", "kafka upgrade notes", 4, kind="email"),
         row("mail-two", "kafka consumer offsets reset", 5, kind="email"),
     ])
-    terms = content_terms("kafka consumer lag replication")
+    terms = content_terms(TURNS_QUESTION)
     assert ADAPTIVE.required(len(terms)) == 2
     turns = TermMatch("adaptive", turns="any")
     found = {hit.row_id: hit.score for hit in index.search_text(terms, ACME, 10, match=turns)}
@@ -202,16 +210,11 @@ def test_chat_turns_match_by_their_own_rule(index: LexicalIndex):
 
 
 def test_an_index_of_chat_turns_alone_matches_them_by_the_turns_rule(index: LexicalIndex):
-    index.upsert([
-        row("one", "did the kafka thing ever get fixed?", 1, kind="chat"),
-        row("two", "the kafka consumer lag is back", 2, kind="chat"),
-        row("none", "see you at lunch", 3, kind="chat"),
-        row("other", "lunch was great", 4, kind="chat"),
-    ])
-    terms = content_terms("kafka consumer lag replication")
+    index.upsert([*chat_turns(), row("other", "lunch was great", 4, kind="chat")])
+    terms = content_terms(TURNS_QUESTION)
     turns = index.search_text(terms, ACME, 10, match=TermMatch("adaptive", turns="any"))
     every = index.search_text(terms, ACME, 10, match=ANY_TERM)
-    assert ids(turns) == ids(every) and {"one", "two"} == set(ids(turns))
+    assert ids(turns) == ids(every) and {"turn-one", "turn-two"} == set(ids(turns))
     assert [h.score for h in turns] == pytest.approx([h.score for h in every], rel=1e-5)
 
 

@@ -48,7 +48,7 @@ from services.adapters.vector._payload import (
     rank,
     row_payload,
 )
-from services.adapters.vector.qdrant_edge_search import payload_indexes, scored_points, widening_search
+from services.adapters.vector.qdrant_edge_search import ensure_payload_indexes, scored_points, widening_search
 from services.core.scope import Scope
 from services.errors import BackendUnavailable, InvalidVectors, OrgmemError
 from services.ports import Hit
@@ -117,10 +117,7 @@ class QdrantEdgeVectorIndex:
             self._carrying = (self.path / CARRYING_MARKER).exists()
             # Created on every open, not only on create: a shard created by a run that stopped
             # before its indexes were made still gets them.
-            have = set(shard.info().payload_schema)
-            for name, schema in payload_indexes():
-                if name not in have:
-                    shard.update(UpdateOperation.create_field_index(name, schema))
+            ensure_payload_indexes(shard)
         return shard
 
     def close(self) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from qdrant_edge import EdgeOptimizersConfig, EdgeShard
 
 from services.adapters.vector.qdrant_edge import QdrantEdgeVectorIndex, copy_points
-from services.adapters.vector.qdrant_edge_search import refit_payload_indexes
+from services.adapters.vector.qdrant_edge_search import ensure_payload_indexes
 
 # Written into the target once its graph is built and flushed.
 BUILD_COMPLETE = "orgmem-build-complete"
@@ -48,7 +48,7 @@ def build(target: Path, dim: int, additions: list[Path]) -> None:
                 copy_points(source, index._live(), rekey=True)
             finally:
                 source.close()
-        refit_payload_indexes(index._live())  # a shard sealed before ON_DISK_INDEXES gets them now
+        ensure_payload_indexes(index._live(), refit=True)  # a shard sealed before ON_DISK_INDEXES gets them now
         index.optimize()
     finally:
         index.close()

@@ -61,18 +61,26 @@ def payload_indexes() -> list[tuple[str, object]]:
 ON_DISK_INDEXES = frozenset({"row_id", "author", "thread"})
 
 
-def refit_payload_indexes(shard: EdgeShard) -> list[str]:
-    """Make again the indexes whose on-disk setting is not `ON_DISK_INDEXES`' (a shard made before
-    it); the names made again. The build process calls it: on a sealed shard it takes seconds."""
+def ensure_payload_indexes(shard: EdgeShard, refit: bool = False) -> list[str]:
+    """Create the payload indexes the shard lacks (a shard made by a run that stopped before they
+    were made gets them too); with `refit`, also make again those whose on-disk setting is not
+    `ON_DISK_INDEXES`' (a shard made before it). The names made. Only the build process refits: on
+    a sealed shard it takes seconds, with the interpreter lock held."""
     stored = shard.info().payload_schema
-    refit = []
+    made = []
     for name, params in payload_indexes():
         have = stored.get(name)
-        if have is not None and bool(getattr(have.params, "on_disk", None)) != bool(getattr(params, "on_disk", None)):
+        if have is not None and not (refit and _on_disk(have.params) != _on_disk(params)):
+            continue
+        if have is not None:
             shard.update(UpdateOperation.delete_field_index(name))
-            shard.update(UpdateOperation.create_field_index(name, params))
-            refit.append(name)
-    return refit
+        shard.update(UpdateOperation.create_field_index(name, params))
+        made.append(name)
+    return made
+
+
+def _on_disk(params: object) -> bool:
+    return bool(getattr(params, "on_disk", None))
 
 
 def _index_params(index: PayloadIndex) -> object:
