@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
 PRIVATE_FILE, PRIVATE_DIR = 0o600, 0o700
+BUSY_TIMEOUT_S = 30.0  # how long a statement waits for another connection's lock
 
 
 def _private_file(path: Path) -> None:
@@ -44,12 +46,34 @@ def _private_file(path: Path) -> None:
 def connect(path: Path) -> sqlite3.Connection:
     path = Path(path)
     _private_file(path)
-    conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30.0)
-    conn.execute("PRAGMA journal_mode=WAL")
+    conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_S)
+    _enter_wal(conn)
     # FULL: a commit is on disk before it returns, so an acknowledged write survives a crash.
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("PRAGMA foreign_keys=ON")
     return conn
+
+
+def _enter_wal(conn: sqlite3.Connection) -> None:
+    """Put the database in WAL mode, waiting for other processes as long as any statement would.
+
+    SQLite takes the lock that turns a new file to WAL without calling its busy handler: a second
+    process opening the same new file at that moment gets "database is locked" at once, or the old
+    journal mode back (two indexers started together on one shared folder; one exited)."""
+    deadline, pause = time.monotonic() + BUSY_TIMEOUT_S, 0.001
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal":
+                return
+            failure: sqlite3.Error = sqlite3.OperationalError("the journal mode stayed off WAL")
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                raise
+            failure = exc
+        if time.monotonic() > deadline:
+            raise failure
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 def open_with_schema(path: Path, schema: str, component: str) -> sqlite3.Connection:

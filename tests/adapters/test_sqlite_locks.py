@@ -5,8 +5,10 @@ deletes its WAL index, and the first connection then reads "database disk image 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 from services.adapters.key_store.sqlite import SqliteKeyStore
 
@@ -34,3 +36,18 @@ def test_a_second_store_in_the_process_keeps_the_first_ones_locks(tmp_path):
     third_store.close()
     assert server.verify(second) is not None and server.verify(third) is not None
     server.close()
+
+
+def test_processes_that_open_one_new_store_together_all_open_it_in_wal_mode(tmp_path):
+    """Two indexers started together on one shared folder both create its row store. SQLite takes
+    the lock that turns a new file to WAL without waiting on its busy handler: the second process
+    got "database is locked" at once and exited (or silently kept the rollback journal)."""
+    peers, count = 3, 40
+    script = Path(__file__).with_name("sqlite_open_race.py")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    procs = [subprocess.Popen([sys.executable, str(script), str(tmp_path), str(count), str(peers)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+             for _ in range(peers)]
+    failures = [line for proc in procs for line in proc.communicate(timeout=300)[0].splitlines()]
+    assert [proc.returncode for proc in procs] == [0] * peers, failures
+    assert failures == []
