@@ -47,10 +47,14 @@ def connect(path: Path) -> sqlite3.Connection:
     path = Path(path)
     _private_file(path)
     conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_S)
-    _enter_wal(conn)
-    # FULL: a commit is on disk before it returns, so an acknowledged write survives a crash.
-    conn.execute("PRAGMA synchronous=FULL")
-    conn.execute("PRAGMA foreign_keys=ON")
+    try:
+        _enter_wal(conn)
+        # FULL: a commit is on disk before it returns, so an acknowledged write survives a crash.
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA foreign_keys=ON")
+    except BaseException:
+        conn.close()  # a store that cannot open does not keep its file open
+        raise
     return conn
 
 
