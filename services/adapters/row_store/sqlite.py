@@ -127,13 +127,15 @@ class SqliteRowStore:
         return {row.row_id: row for row in rows}
 
     def heads(self, row_ids: Sequence[str]) -> dict[str, RowHead]:
-        return {head.row_id: head for head in map(_head_from, self._by_ids(_HEAD_COLUMNS, row_ids))}
+        # The planner would take the primary key's index (unique), then read each wide row.
+        records = self._by_ids(_HEAD_COLUMNS, row_ids, "rows r INDEXED BY rows_heads")
+        return {head.row_id: head for head in map(_head_from, records)}
 
-    def _by_ids(self, columns: str, row_ids: Sequence[str]) -> Iterator[tuple]:
+    def _by_ids(self, columns: str, row_ids: Sequence[str], table: str = "rows r") -> Iterator[tuple]:
         ids = list(dict.fromkeys(row_ids))
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
-            yield from self._query(f"SELECT {columns} FROM rows r WHERE r.row_id IN ({','.join('?' * len(chunk))})", chunk)
+            yield from self._query(f"SELECT {columns} FROM {table} WHERE r.row_id IN ({','.join('?' * len(chunk))})", chunk)
 
     def history(self, row_id: str) -> list[RowChange]:
         records = self._query(

@@ -33,6 +33,10 @@ CREATE INDEX IF NOT EXISTS rows_thread ON rows(tenant, thread);
 -- rows (their texts): a third of the time for the ~700 rows of a k = 50 answer's threads.
 CREATE INDEX IF NOT EXISTS rows_versions ON rows(tenant, thread, event_time, ingested_at, ingest_position, state,
     superseded_by, acl, row_id);
+-- Covers a RowHead (row_store/sqlite.py heads()), so that the ranking fields of a query's ~100
+-- candidates never load the wide rows: the text lies before them in each record, and a text that
+-- spills into overflow pages is walked to reach the columns after it.
+CREATE INDEX IF NOT EXISTS rows_heads ON rows(row_id, thread, ingest_position, event_time, ingested_at);
 CREATE UNIQUE INDEX IF NOT EXISTS rows_source ON rows(tenant, source, source_id) WHERE source_id IS NOT NULL;
 CREATE TABLE IF NOT EXISTS row_acl (row_id TEXT NOT NULL, token TEXT NOT NULL, PRIMARY KEY (row_id, token));
 CREATE INDEX IF NOT EXISTS row_acl_token ON row_acl(token, row_id);
