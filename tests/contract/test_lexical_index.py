@@ -607,3 +607,45 @@ def test_tantivy_reloads_only_when_a_commit_happened(location: Path, monkeypatch
     finally:
         writer.close()
         reader.close()
+
+
+def test_tantivy_first_fetch_learns_long_ties_and_answers_the_same(location: Path, monkeypatch):
+    # 600 identical notices (one BM25 score) in shuffled commits: the tie at k = 10 reaches past the
+    # first fetch (4 k + 16 rows), so the first search widens; the next ones start at the fetch that
+    # sufficed (one search each) with the same answer, and after enough searches without a long
+    # tie the first fetch is small again.
+    import services.adapters.lexical.tantivy as module
+
+    index = TantivyLexicalIndex(location)
+    positions = random.Random(3).sample(range(1, 601), 600)
+    for start in range(0, 600, 200):
+        index.upsert([row(f"n{p:03d}", "quarterly notice", p) for p in positions[start:start + 200]])
+    index.upsert([row("memo", "budget memo", 601)])
+    searches: list[int] = []
+    searcher_of = index._searcher
+
+    def counting_searcher():
+        searcher = searcher_of()
+
+        class Counted:
+            def __getattr__(self, name):
+                return getattr(searcher, name)
+
+            def search(self, query, limit, **kw):
+                searches.append(limit)
+                return searcher.search(query, limit=limit, **kw)
+        return Counted()
+
+    monkeypatch.setattr(index, "_searcher", counting_searcher)
+    newest = [f"n{p:03d}" for p in range(600, 590, -1)]
+    assert ids(index.search_text(["notice"], ACME, 10, match=ALL_TERMS)) == newest
+    assert searches == [56, 176, 656]  # 4, 16 and 64 times k, plus the slack
+    searches.clear()
+    assert ids(index.search_text(["notice"], ACME, 10, match=ALL_TERMS)) == newest
+    assert searches == [64 * 10 + 16]
+    for _ in range(module._RELAX_AFTER):
+        assert ids(index.search_text(["memo"], ACME, 10, match=ALL_TERMS)) == ["memo"]
+    searches.clear()
+    index.search_text(["memo"], ACME, 10, match=ALL_TERMS)
+    assert searches == [module._FIRST_FETCH * 10 + 16]
+    index.close()
