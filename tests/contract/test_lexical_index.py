@@ -639,10 +639,13 @@ def test_tantivy_first_fetch_learns_long_ties_and_answers_the_same(location: Pat
     monkeypatch.setattr(index, "_searcher", counting_searcher)
     newest = [f"n{p:03d}" for p in range(600, 590, -1)]
     assert ids(index.search_text(["notice"], ACME, 10, match=ALL_TERMS)) == newest
-    assert searches == [56, 176, 656]  # 4, 16 and 64 times k, plus the slack
+    assert searches == [56, 224, 896]  # 4 k plus the slack, then 4 times more each time
     searches.clear()
     assert ids(index.search_text(["notice"], ACME, 10, match=ALL_TERMS)) == newest
-    assert searches == [64 * 10 + 16]
+    assert searches == [896]
+    searches.clear()  # in rows: a search with another k starts there too
+    assert ids(index.search_text(["notice"], ACME, 3, match=ALL_TERMS)) == newest[:3]
+    assert searches == [896]
     for _ in range(module._RELAX_AFTER):
         assert ids(index.search_text(["memo"], ACME, 10, match=ALL_TERMS)) == ["memo"]
     searches.clear()

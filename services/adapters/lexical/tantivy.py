@@ -42,36 +42,40 @@ _TIE_SLACK = 16
 # 200k-row store of `bench.live --scale 1m`, whose copies tie on 93 % of questions, lexical p50
 # went from 24.3 to 15.7 ms with the same answers to all 150 questions.
 _FIRST_FETCH = 4
-# Where ties are longer still, the first fetch learns (_FirstFetch), up to this many times k.
-_LEARNT_FETCH_MAX = 64
+# Where ties are longer still, the first fetch learns (_FirstFetch), up to this many rows.
+_LEARNT_FETCH_MAX = 4096
 _RELAX_AFTER = 100
 
 
 class _FirstFetch:
-    """How many times k a search fetches first, learnt from the ties of this index.
+    """How many rows a search fetches first, learnt from the ties of this index.
 
     The rows of a store with many identical texts tie at the cut on most questions, and each such
     tie past the first fetch cost a second search that scores every matching row again: at 1M rows
     of `bench.live --scale 1m` 126 of 150 questions searched twice (default preset, lexical p50
     22.5 ms against 13.0 with a first fetch of 16 k, the same answers to all 150). So after a search
-    that had to widen, the next ones start at the fetch that sufficed, and after `_RELAX_AFTER`
-    searches in a row that did not need it they start at `_FIRST_FETCH` again: a larger fetch costs
-    the rows it returns (+0.28 ms p50 at 100k rows, where no tie reaches past 4 k). The answer is
-    the same whatever the fetch: a search stops only once its fetch reaches past the tie at k.
-    Shared by the query threads without a lock: a lost update only costs one search's fetch size."""
+    that had to widen, the next ones start at the fetch that sufficed (in rows: a tie is as long
+    whatever the k), and after `_RELAX_AFTER` searches in a row that did not need it they start at
+    `_FIRST_FETCH` k again: a larger fetch costs the rows it returns (+0.28 ms p50 at 100k rows,
+    where no tie reaches past 4 k). The answer is the same whatever the fetch: a search stops only
+    once its fetch reaches past the tie at k. Shared by the query threads without a lock: a lost
+    update only costs one search's fetch size."""
 
     def __init__(self) -> None:
-        self.factor = _FIRST_FETCH
+        self.learnt = 0  # rows; 0: none learnt
         self._calm = 0
 
-    def learn(self, sufficed: int) -> None:
-        """`sufficed`: the factor of the fetch that reached past the tie."""
-        if sufficed > _FIRST_FETCH:
-            self.factor, self._calm = min(max(self.factor, sufficed), _LEARNT_FETCH_MAX), 0
-        elif self.factor > _FIRST_FETCH:
+    def rows(self, limit: int) -> int:
+        return max(_FIRST_FETCH * limit + _TIE_SLACK, self.learnt)
+
+    def learn(self, first: int, sufficed: int) -> None:
+        """A search started at `first` rows and reached past the tie at `sufficed`."""
+        if sufficed > first:
+            self.learnt, self._calm = min(max(self.learnt, sufficed), _LEARNT_FETCH_MAX), 0
+        elif self.learnt:
             self._calm += 1
             if self._calm >= _RELAX_AFTER:
-                self.factor, self._calm = _FIRST_FETCH, 0
+                self.learnt, self._calm = 0, 0
 
 
 def _row_tags(row: Row) -> list[str]:
@@ -299,9 +303,8 @@ class TantivyLexicalIndex:
         read newest first (ordered by tantivy) instead of whole."""
         scope_filter = self._queries.scope_filter(scope)
         query = tantivy.Query.boolean_query([(tantivy.Occur.Must, ranking), (tantivy.Occur.Must, scope_filter)])
-        first = factor = self._first_fetch.factor
+        first = fetch = self._first_fetch.rows(limit)
         while True:
-            fetch = factor * limit + _TIE_SLACK
             hits = searcher.search(query, limit=fetch, count=False).hits
             # Stop once the fetch reaches past the k-th score, or everything that matches is here.
             if len(hits) < fetch or hits[-1][0] != hits[limit - 1][0]:
@@ -311,8 +314,8 @@ class TantivyLexicalIndex:
                 exact, tie_rows = tie_rows(tie), None
                 if exact is not None:
                     return self._with_newest_of_tie(searcher, hits, tie, exact, scope_filter, limit)
-            factor *= 4
-        self._first_fetch.learn(factor if factor > first else _FIRST_FETCH)
+            fetch *= 4
+        self._first_fetch.learn(first, fetch)
         addresses = [address for _, address in hits]
         positions = searcher.fast_field_values("ingest_position", addresses)
         return self._ranked(searcher, [score for score, _ in hits], positions, addresses, limit)
