@@ -652,3 +652,17 @@ def test_tantivy_first_fetch_learns_long_ties_and_answers_the_same(location: Pat
     index.search_text(["memo"], ACME, 10, match=ALL_TERMS)
     assert searches == [module._FIRST_FETCH * 10 + 16]
     index.close()
+
+
+def test_tantivy_first_fetch_is_capped_whatever_a_writer_repeats():
+    # A writer who repeats one text thousands of times makes the tie at k as long as they like; the
+    # fetch a search starts with for everyone stays bounded (the search itself still widens to
+    # reach past the tie, so its answer is exact).
+    from services.adapters.lexical.tantivy import _FIRST_FETCH, _LEARNT_FETCH_MAX, _TIE_SLACK, _FirstFetch
+
+    fetch = _FirstFetch()
+    first = fetch.rows(10)
+    assert first == _FIRST_FETCH * 10 + _TIE_SLACK
+    fetch.learn(first, 1_000_000)
+    assert fetch.rows(10) == fetch.rows(1) == _LEARNT_FETCH_MAX
+    assert fetch.rows(5000) == _FIRST_FETCH * 5000 + _TIE_SLACK  # a large k still gets its own 4 k
