@@ -63,7 +63,7 @@ def pooled(settings: EmbedderSettings, local: Embedder) -> Embedder:
         return local
     from services.adapters.embedder.process_pool import ProcessPoolEmbedder
 
-    return ProcessPoolEmbedder(local, _local_encoder(settings, "ingest"), processes)
+    return ProcessPoolEmbedder(local, _local_encoder(settings, "ingest"), processes, priority=settings.encoder_priority)
 
 
 def cached_document_embedder(settings: Settings) -> Embedder:

@@ -217,6 +217,34 @@ def test_no_worker_outlives_a_parent_killed_with_sigkill(tmp_path, delay_s):
         parent.wait()
 
 
+def scheduling(pid: int) -> set[tuple[int, int]]:
+    """(policy, nice) of every thread of a process, from /proc (policy 5 is SCHED_IDLE)."""
+    found = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        found.add((int(fields[38]), int(fields[16])))  # stat fields 41 (policy) and 19 (nice)
+    return found
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE") or not Path("/proc/self/task").is_dir(), reason="Linux only")
+@pytest.mark.parametrize(("priority", "expected"), [("idle", {(5, 0)}), ("low", {(0, 10)})])
+def test_every_thread_of_a_worker_runs_below_the_server(priority, expected):
+    pool = ProcessPoolEmbedder(ToyEncoder(), functools.partial(ToyEncoder), processes=2, priority=priority)
+    try:
+        pool.encode(TEXTS)
+        pids = pool.worker_pids()
+        assert len(pids) == 2 and all(len(list(Path(f"/proc/{p}/task").iterdir())) >= 2 for p in pids)
+        assert all(scheduling(p) == expected for p in pids)
+        assert scheduling(os.getpid()) == {(0, os.nice(0))}  # the parent's own threads are untouched
+    finally:
+        pool.close()
+
+
+def test_an_unknown_priority_is_refused_before_any_worker_starts():
+    with pytest.raises(OrgmemError, match="encoder_priority"):
+        ProcessPoolEmbedder(ToyEncoder(), functools.partial(ToyEncoder), processes=2, priority="realtime")
+
+
 @pytest.mark.slow
 def test_onnx_workers_give_the_in_process_vectors(tmp_path_factory):
     from services.adapters.embedder.onnx_runtime import OnnxEmbedder

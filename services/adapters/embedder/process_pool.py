@@ -45,6 +45,9 @@ COMPONENT = "embedder (encoder processes)"
 HEADER = struct.Struct(">Q")
 PARENT_CHECK_S = 0.25
 WORKER_NICENESS = 10
+# "idle": the kernel's SCHED_IDLE class, which any waking thread of normal priority preempts at
+# once; "low": nice 10, which still lets a busy worker run out its slice before a query thread.
+PRIORITIES = ("idle", "low")
 # Below this many texts a batch is encoded in process (about 0.7 s of one encoder's work).
 MIN_POOL_BATCH = 32
 
@@ -55,9 +58,12 @@ class ProcessPoolEmbedder:
     encodes the small batches and names the model and dimension."""
 
     def __init__(self, local, factory: Callable[[], object], processes: int, min_batch: int = MIN_POOL_BATCH,
-                 start_timeout_s: float = 300.0):
+                 start_timeout_s: float = 300.0, priority: str = "idle"):
         if processes < 2:
             raise OrgmemError(f"embedder.encoder_processes: a pool needs at least 2 processes, got {processes}")
+        if priority not in PRIORITIES:
+            raise OrgmemError(f"embedder.encoder_priority: expected one of {', '.join(PRIORITIES)}, got {priority!r}")
+        self.priority = priority
         self._local, self._factory, self.processes = local, factory, processes
         self.name, self.dim = local.name, local.dim
         self.min_batch, self.start_timeout_s = max(1, min_batch), start_timeout_s
@@ -124,7 +130,7 @@ class ProcessPoolEmbedder:
                 for i in pending:
                     if self._workers[i] is not None:
                         self._workers[i].stop()
-                    self._workers[i] = _Worker(self._factory)
+                    self._workers[i] = _Worker(self._factory, self.priority)
                 pending = [i for i in pending if not self._workers[i].wait_ready(self.dim, deadline)]
                 if not pending:
                     break
@@ -159,10 +165,10 @@ def _split(texts: list[str], parts: int) -> list[list[str]]:
 
 
 class _Worker:
-    def __init__(self, factory: Callable[[], object]):
+    def __init__(self, factory: Callable[[], object], priority: str):
         root = str(Path(__file__).resolve().parents[3])  # the checkout, for a worker started from elsewhere
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-        self.process = subprocess.Popen([sys.executable, "-m", __name__, str(os.getpid())], stdin=subprocess.PIPE,
+        self.process = subprocess.Popen([sys.executable, "-m", __name__, str(os.getpid()), priority], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, env=env, close_fds=True)
         self.send(factory)
 
@@ -235,11 +241,29 @@ def _watch_parent(parent: int) -> None:
     os._exit(1)
 
 
-def _serve(parent: int) -> None:
+def _lower_priority(priority: str) -> None:
+    """A backlog must not slow the queries: the server's own threads (its query encoder among
+    them) take the cores first, the workers the time they leave. On Linux both the class and
+    nice belong to a thread, and threads started later inherit them; those already running
+    (numpy's BLAS pool starts at import) are set one by one."""
+    try:
+        threads = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        threads = [0]  # no /proc: the calling thread
+    if priority == "idle" and hasattr(os, "SCHED_IDLE"):
+        try:
+            for tid in threads:
+                os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+            return
+        except OSError:
+            pass  # a kernel without the class: nice, below
+    for tid in threads:
+        os.setpriority(os.PRIO_PROCESS, tid, WORKER_NICENESS)
+
+
+def _serve(parent: int, priority: str) -> None:
+    _lower_priority(priority)
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
-    # A backlog must not slow the queries: the server's own threads (its query encoder among
-    # them) take the cores first, the workers the time they leave.
-    os.nice(WORKER_NICENESS)
     # The answers keep the real stdout; anything a library prints goes to stderr instead.
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
@@ -269,6 +293,6 @@ if __name__ == "__main__":
     # Ctrl-C in a terminal reaches the whole process group: the parent decides when to stop us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        _serve(int(sys.argv[1]))
+        _serve(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "low")
     except OSError:  # the parent stopped listening mid-answer (it closed the pool, or died)
         pass
