@@ -21,6 +21,7 @@ killed mid-batch, when it sees its parent process change.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
@@ -250,15 +251,18 @@ def _lower_priority(priority: str) -> None:
         threads = [int(t) for t in os.listdir("/proc/self/task")]
     except OSError:
         threads = [0]  # no /proc: the calling thread
-    if priority == "idle" and hasattr(os, "SCHED_IDLE"):
-        try:
-            for tid in threads:
-                os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
-            return
-        except OSError:
-            pass  # a kernel without the class: nice, below
+    idle = priority == "idle" and hasattr(os, "SCHED_IDLE")
     for tid in threads:
-        os.setpriority(os.PRIO_PROCESS, tid, WORKER_NICENESS)
+        if idle:
+            try:
+                os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+                continue
+            except ProcessLookupError:
+                continue  # that thread has ended meanwhile
+            except OSError:
+                idle = False  # refused (a sandbox, a kernel without the class): nice from here on
+        with contextlib.suppress(ProcessLookupError):
+            os.setpriority(os.PRIO_PROCESS, tid, WORKER_NICENESS)
 
 
 def _serve(parent: int, priority: str) -> None:
@@ -293,6 +297,6 @@ if __name__ == "__main__":
     # Ctrl-C in a terminal reaches the whole process group: the parent decides when to stop us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        _serve(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "low")
+        _serve(int(sys.argv[1]), sys.argv[2])
     except OSError:  # the parent stopped listening mid-answer (it closed the pool, or died)
         pass
