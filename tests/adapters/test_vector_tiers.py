@@ -26,7 +26,7 @@ from qdrant_edge import EdgeShard, KeywordIndexParams, UpdateOperation
 
 from services.adapters.vector.qdrant_edge import QdrantEdgeVectorIndex
 from services.adapters.vector.qdrant_edge_search import ON_DISK_INDEXES, payload_indexes
-from services.adapters.vector.qdrant_edge_manifest import LEGACY, MANIFEST
+from services.adapters.vector.qdrant_edge_manifest import LEGACY, MANIFEST, shards_to_merge
 from services.adapters.vector.qdrant_edge_tiers import BuildFailed, TieredEdgeVectorIndex
 from services.core.scope import Scope, admits
 from tests.adapters.vector_tiers_crash import DURING, ROWS, rows_and_vectors
@@ -79,7 +79,7 @@ def named_in_manifest(path: Path) -> set[str]:
     import json
 
     manifest = json.loads((path / MANIFEST).read_text())
-    return {MANIFEST, *manifest["exact"], *([manifest["sealed"]] if manifest["sealed"] else [])}
+    return {MANIFEST, *manifest["exact"], *manifest["sealed"]}
 
 
 def wait_until(condition, timeout: float = 120.0) -> None:
@@ -143,6 +143,105 @@ def test_answers_equal_one_exact_search_before_during_and_after_a_build(tmp_path
     reopened = TieredEdgeVectorIndex(tmp_path / "tiers", DIM)
     try:
         assert answers_match(reopened, truth, queries) == []  # the replayed updates are on disk
+    finally:
+        reopened.close()
+
+
+def test_a_size_class_merges_once_it_is_full_and_a_merge_can_fill_the_class_above() -> None:
+    # Fanout 2, seal_rows 10: class 0 is under 20 rows, class 1 under 40, class 2 under 80.
+    assert shards_to_merge([], 10, 10) == 0
+    assert shards_to_merge([10], 10, 10) == 1
+    assert shards_to_merge([20, 10], 10, 10) == 2  # 10 + 10 fill class 1 beside the 20: 40
+    assert shards_to_merge([40, 10], 10, 10) == 1  # the 20 made stays beside the 40
+    assert shards_to_merge([45], 10, 10) == 0
+    assert shards_to_merge([10], 400, 10) == 0  # a deferred build's large batch merges nothing
+    assert shards_to_merge([10], 0, 10) == 1  # an empty live shard still completes a class
+    # Fanout 4, seal_rows 10: class 0 is under 40 rows, class 1 under 160.
+    assert shards_to_merge([10, 10], 10, 10, fanout=4) == 0
+    assert shards_to_merge([10, 10, 10], 10, 10, fanout=4) == 3
+    assert shards_to_merge([45, 10, 10, 10], 10, 10, fanout=4) == 3
+    assert shards_to_merge([40, 40, 40, 10, 10, 10], 10, 10, fanout=4) == 6  # 40 + 40 + 40 + the merged 40
+
+
+def test_a_build_seals_its_rows_into_a_shard_of_their_own_until_a_size_class_is_full(tmp_path: Path) -> None:
+    """A build copies, and the parent reopens, only what it seals and what it merges: the older
+    sealed shards stay open as they are (the same objects, searched throughout). Two shards of
+    one size class are merged by the build that makes the second; `optimize` merges everything."""
+    rng = np.random.default_rng(9)
+    rows, vectors = tiered_rows(360), unit(rng, 360)
+    truth, queries = Truth(), unit(rng, 4)
+    index = TieredEdgeVectorIndex(tmp_path / "tiers", DIM, seal_rows=50)  # class 0: under 100 rows
+
+    def ingest(lo: int, hi: int) -> None:
+        index.upsert(rows[lo:hi], vectors[lo:hi])
+        truth.upsert(rows[lo:hi], vectors[lo:hi])
+
+    def seal(builds: int) -> None:
+        assert index.seal_if_due()
+        wait_until(lambda: index.graph_status()["builds_done"] == builds and not index.graph_status()["builds_running"])
+
+    def folder_bytes(*paths: Path) -> int:
+        return sum(f.stat().st_size for path in paths for f in path.rglob("*") if f.is_file())
+
+    try:
+        ingest(0, 60), seal(1)
+        ingest(60, 120), seal(2)
+        assert [shard.count() for shard in index._tiers.sealed] == [120]
+        kept = index._tiers.sealed[0]
+        ingest(120, 180), seal(3)
+        assert [shard.count() for shard in index._tiers.sealed] == [120, 60]
+        assert index._tiers.sealed[0] is kept  # not copied, not reopened
+        assert answers_match(index, truth, queries) == []  # two graph shards and the live one
+        ingest(180, 240)
+        # 60 + 60 make 120, which fills class 1 with the other 120: the build copies everything.
+        whole = folder_bytes(tmp_path / "tiers") - (tmp_path / "tiers" / MANIFEST).stat().st_size
+        assert index.build_bytes() == 2 * whole
+        seal(4)
+        status = index.graph_status()
+        assert status["sealed_shards"] == 1 and status["rows_in_graph"] == 240 and status["rows_searched_exactly"] == 0
+        assert answers_match(index, truth, queries) == []
+        ingest(240, 300), seal(5)
+        ingest(300, 360)
+        # The next build merges the 60 with the live rows and leaves the 240 alone.
+        whole = folder_bytes(tmp_path / "tiers") - (tmp_path / "tiers" / MANIFEST).stat().st_size
+        assert index.build_bytes() == 2 * (whole - folder_bytes(index._tiers.sealed[0].path))
+        kept = index._tiers.sealed[0]
+        seal(6)
+        assert [shard.count() for shard in index._tiers.sealed] == [240, 120]
+        assert index._tiers.sealed[0] is kept
+        assert answers_match(index, truth, queries) == []
+        assert index.optimize() is True
+        assert index.graph_status()["sealed_shards"] == 1 and index._tiers.sealed[0].count() == 360
+        assert index.optimize() is False  # nothing left to seal or merge
+        assert folders(tmp_path / "tiers") == named_in_manifest(tmp_path / "tiers")
+    finally:
+        index.close()
+    reopened = TieredEdgeVectorIndex(tmp_path / "tiers", DIM)
+    try:
+        assert answers_match(reopened, truth, queries) == []
+    finally:
+        reopened.close()
+
+
+def test_a_manifest_that_names_one_sealed_shard_opens_as_a_list_of_one(tmp_path: Path) -> None:
+    import json
+
+    rng = np.random.default_rng(10)
+    rows, vectors, truth, queries = tiered_rows(80), unit(rng, 80), Truth(), unit(rng, 3)
+    index = TieredEdgeVectorIndex(tmp_path / "tiers", DIM)
+    try:
+        index.upsert(rows, vectors)
+        truth.upsert(rows, vectors)
+        index.optimize()
+    finally:
+        index.close()
+    manifest = json.loads((tmp_path / "tiers" / MANIFEST).read_text())
+    (tmp_path / "tiers" / MANIFEST).write_text(json.dumps({**manifest, "sealed": manifest["sealed"][0]}))
+    reopened = TieredEdgeVectorIndex(tmp_path / "tiers", DIM)
+    try:
+        assert reopened.graph_status()["rows_in_graph"] == 80
+        assert answers_match(reopened, truth, queries) == []
+        assert json.loads((tmp_path / "tiers" / MANIFEST).read_text())["sealed"] == manifest["sealed"]
     finally:
         reopened.close()
 
@@ -291,7 +390,7 @@ def test_a_single_shard_index_from_before_the_tiers_becomes_the_sealed_shard(tmp
 
 
 def _on_disk_indexes(index: TieredEdgeVectorIndex) -> set[str]:
-    schema = index._tiers.sealed._live().info().payload_schema
+    schema = index._tiers.sealed[-1]._live().info().payload_schema
     return {name for name, info in schema.items() if getattr(info.params, "on_disk", None)}
 
 
@@ -306,7 +405,7 @@ def test_a_sealed_shard_keeps_its_per_row_indexes_on_disk_and_an_older_one_gets_
         truth.upsert(rows[:120], vectors[:120])
         assert index.optimize() is True
         assert _on_disk_indexes(index) == set(ON_DISK_INDEXES)
-        sealed = index._tiers.sealed.path
+        sealed = index._tiers.sealed[-1].path
     finally:
         index.close()
     # As a shard sealed before: every index read into memory when it opens.

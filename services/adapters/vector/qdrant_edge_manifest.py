@@ -26,19 +26,20 @@ LEGACY = "s-000000"  # a single-shard index from before the tiers, moved in as t
 class Tiers:
     """The shards one search reads: replaced whole, never changed in place."""
 
-    sealed: QdrantEdgeVectorIndex | None
+    sealed: tuple[QdrantEdgeVectorIndex, ...]  # graph shards, oldest (largest) first
     exact: tuple[QdrantEdgeVectorIndex, ...]  # oldest first; the last one takes new rows
 
     def all(self) -> list[QdrantEdgeVectorIndex]:
-        return ([self.sealed] if self.sealed else []) + list(self.exact)
+        return [*self.sealed, *self.exact]
 
     def manifest(self) -> dict:
-        return {"sealed": self.sealed.path.name if self.sealed else None, "exact": [s.path.name for s in self.exact]}
+        return {"sealed": [s.path.name for s in self.sealed], "exact": [s.path.name for s in self.exact]}
 
 
 def read_manifest(path: Path) -> dict:
-    """The manifest; a single-shard index at `path` (from before the tiers) is moved inside
-    as the sealed shard first, one rename at a time, resumed if a crash cut it short."""
+    """The manifest, `sealed` always a list; a single-shard index at `path` (from before the
+    tiers) is moved inside as the sealed shard first, one rename at a time, resumed if a crash
+    cut it short. A manifest from before the tiered sealed shards names one or none."""
     moving = path.with_name(path.name + ".legacy")
     if not moving.exists() and (path / "edge_config.json").exists():
         path.rename(moving)
@@ -46,8 +47,10 @@ def read_manifest(path: Path) -> dict:
     if moving.exists():
         moving.rename(path / LEGACY)
     if (path / MANIFEST).exists():
-        return json.loads((path / MANIFEST).read_text())
-    return {"sealed": LEGACY if (path / LEGACY).exists() else None, "exact": []}
+        manifest = json.loads((path / MANIFEST).read_text())
+        sealed = manifest["sealed"]
+        return {**manifest, "sealed": [sealed] if isinstance(sealed, str) else sealed or []}
+    return {"sealed": [LEGACY] if (path / LEGACY).exists() else [], "exact": []}
 
 
 def last_shard_number(path: Path) -> int:
@@ -72,7 +75,35 @@ def write_manifest(path: Path, tiers: Tiers) -> None:
 def sweep(path: Path, tiers: Tiers) -> None:
     """Delete what the manifest of `tiers` does not name: unfinished builds, copies, shards never
     published."""
-    keep = {MANIFEST, *tiers.manifest()["exact"], tiers.manifest()["sealed"]}
+    keep = {MANIFEST, *tiers.manifest()["exact"], *tiers.manifest()["sealed"]}
     for stray in path.iterdir():
         if stray.name not in keep:
             shutil.rmtree(stray) if stray.is_dir() else stray.unlink()
+
+
+# A build merges the sealed shards of one size class: once SEALED_FANOUT of them share a class
+# (class 0 is under SEALED_FANOUT x vector_seal_rows rows, each next one SEALED_FANOUT times
+# larger), they become one shard of the next. A build then copies and reopens only the rows it
+# seals plus what it merges, which is most of the index only once in SEALED_FANOUT ** k builds,
+# and a search reads at most SEALED_FANOUT - 1 sealed shards per class. Each shard costs a search
+# about 0.7-0.9 ms more (random vectors, 8-10k rows a shard, bench/live_graph.py's filter), so
+# the fanout is the smallest: 2 keeps the shards as few as the bits set in rows / seal_rows.
+SEALED_FANOUT = 2
+
+
+def size_class(rows: int, seal_rows: int, fanout: int = SEALED_FANOUT) -> int:
+    level, bound = 0, seal_rows * fanout
+    while rows >= bound:
+        level, bound = level + 1, bound * fanout
+    return level
+
+
+def shards_to_merge(sealed_rows: list[int], new_rows: int, seal_rows: int, fanout: int = SEALED_FANOUT) -> int:
+    """How many of the newest sealed shards (`sealed_rows`: their sizes, oldest first) a build
+    sealing `new_rows` merges into the shard it builds: while the last `fanout` shards, the new
+    one counted, share a size class, they become one, which may complete the class above."""
+    sizes, merged = [*sealed_rows, new_rows], 0
+    while len(sizes) >= fanout and len({size_class(n, seal_rows, fanout) for n in sizes[-fanout:]}) == 1:
+        sizes[-fanout:] = [sum(sizes[-fanout:])]
+        merged += fanout - 1
+    return merged

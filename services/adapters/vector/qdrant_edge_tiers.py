@@ -1,17 +1,20 @@
-"""VectorIndex for a live server on Qdrant Edge: a sealed shard with a graph, plus small shards
+"""VectorIndex for a live server on Qdrant Edge: sealed shards with a graph, plus small shards
 searched exactly, sealed in a child process while searches go on.
 
 One folder holds the shards and `manifest.json` (qdrant_edge_manifest.py), which names them:
-`sealed` (graph segments) and `exact` (oldest first; the last is the live shard new rows go to,
-the others are frozen, waiting to be sealed). A search asks every shard and merges by score with
-the tie rule of `_payload` (qdrant_edge_search.py).
+`sealed` (graph shards, oldest and largest first) and `exact` (oldest first; the last is the
+live shard new rows go to, the others are frozen, waiting to be sealed). A search asks every
+shard and merges by score with the tie rule of `_payload` (qdrant_edge_search.py).
 
-Sealing (`seal_if_due`, or `optimize` for everything at once): the live shard is frozen and a
-fresh one takes new rows (manifest written); the sealed and frozen shards are flushed and copied
-aside, the only step that holds writes (not searches) back; a child process
-(qdrant_edge_build.py) builds the new sealed shard from the copies; the parent opens it, replays
-the state updates and moves the rows' writes made meanwhile to its points, replaces the manifest
-(os.replace), and drops the old shards once no search still reads them. The manifest is the
+Sealing (`seal_if_due`, or `optimize` for everything into one shard): the live shard is frozen
+and a fresh one takes new rows (manifest written); the frozen shards, and the newest sealed
+shards when a size class is full (`shards_to_merge`), are flushed and copied aside, the only step
+that holds writes (not searches) back; a child process (qdrant_edge_build.py) builds the new
+sealed shard from the copies; the parent opens it, replays the state updates and moves the
+rows' writes made meanwhile to its points, replaces the manifest (os.replace), and drops the
+shards it replaces once no search still reads them. Opening a shard holds the interpreter lock
+(every search waits), for a time that grows with its rows: so a build seals its new rows into a
+shard of their own and leaves the older sealed shards open as they are. The manifest is the
 truth: at open, any folder it does not name is an interrupted build or a shard never published,
 and is deleted; frozen shards stay searched exactly until the next build seals them.
 """
@@ -40,6 +43,7 @@ from services.adapters.vector.qdrant_edge_manifest import (
     Tiers,
     last_shard_number,
     read_manifest,
+    shards_to_merge,
     sweep,
     write_manifest,
 )
@@ -106,7 +110,7 @@ class TieredEdgeVectorIndex:
     def _open(self) -> Tiers:
         manifest = read_manifest(self.path)
         self._seq = last_shard_number(self.path)
-        sealed = self._shard(manifest["sealed"]) if manifest["sealed"] else None
+        sealed = tuple(self._shard(name) for name in manifest["sealed"])
         exact = [self._shard(name) for name in manifest["exact"]]
         if not exact:  # a migrated index: new rows need a live shard
             exact.append(self._shard(self._new_name("x")))
@@ -183,7 +187,7 @@ class TieredEdgeVectorIndex:
                 raise
             finally:
                 went_in = [r.row_id for r in rows if r.row_id not in refused]
-                for shard in [*([tiers.sealed] if tiers.sealed else []), *tiers.exact[:-1]]:
+                for shard in [*tiers.sealed, *tiers.exact[:-1]]:
                     moved = shard.discard(went_in) if went_in else []
                     if self._journal is not None:
                         self._journal.moved.update(moved)
@@ -209,7 +213,7 @@ class TieredEdgeVectorIndex:
 
     def search(self, vector: np.ndarray, scope: Scope, limit: int, exact: bool = False) -> list[Hit]:
         with self._reading() as tiers:
-            asked = [(shard, exact or shard is not tiers.sealed) for shard in tiers.all()]
+            asked = [(shard, exact or shard in tiers.exact) for shard in tiers.all()]
             return widening_search(vector, self.dim, scope, limit, lambda query, qfilter, fetch: merged_cut(
                 [shard.nearest(query, qfilter, fetch, brute) for shard, brute in asked], limit, fetch))
 
@@ -228,10 +232,13 @@ class TieredEdgeVectorIndex:
     def graph_status(self) -> dict:
         """Rows in a graph, rows searched exactly, and the builds (for /metrics and `orgmem stats`)."""
         with self._reading() as tiers:
-            sealed, graphed = tiers.sealed.sizes() if tiers.sealed else (0, 0)
-            graphed = min(graphed, sealed)  # the engine counts a discarded point until its segment is rebuilt
+            sizes = [shard.sizes() for shard in tiers.sealed]
             exact = sum(shard.count() for shard in tiers.exact)
+        sealed = sum(points for points, _ in sizes)
+        # The engine counts a discarded point as graphed until its segment is rebuilt.
+        graphed = sum(min(points, graphed) for points, graphed in sizes)
         return {"rows_in_graph": graphed, "rows_searched_exactly": exact + sealed - graphed,
+                "sealed_shards": len(sizes),
                 "seal_rows": self.seal_rows, "builds_running": int(self._build_gate.locked() and not self._held),
                 "builds_done": self.record.done, "builds_failed": self.record.failed,
                 "builds_cancelled": self.record.cancelled, "builds_deferred": self.record.deferred,
@@ -253,19 +260,31 @@ class TieredEdgeVectorIndex:
         return True
 
     def build_bytes(self) -> int:
-        """What a build writes at most: a copy of the sealed and exact shards for the child, and
-        the new sealed shard, about as large again. Files are counted at their length, not their
-        blocks: the copy writes a preallocated file's holes out whole."""
+        """What the next build writes at most: a copy of the exact shards and of the sealed ones
+        it merges, for the child, and the new sealed shard, about as large again. Files are
+        counted at their length, not their blocks: the copy writes a preallocated file's holes
+        out whole."""
         with self._reading() as tiers:
-            folders = [shard.path for shard in (*([tiers.sealed] if tiers.sealed else []), *tiers.exact)]
+            folders = [shard.path for shard in (*self._merging(tiers, everything=False), *tiers.exact)]
         return 2 * sum(f.stat().st_size for folder in folders for f in folder.rglob("*") if f.is_file())
 
+    def _merging(self, tiers: Tiers, everything: bool) -> tuple[QdrantEdgeVectorIndex, ...]:
+        """The sealed shards a build merges into the one it builds: the newest, by size class;
+        every one for `optimize`, or while one has name-based ids (the child re-keys them)."""
+        if everything or not all(shard.carrying for shard in tiers.sealed):
+            return tiers.sealed
+        new_rows = sum(shard.count() for shard in tiers.exact)
+        merged = shards_to_merge([shard.count() for shard in tiers.sealed], new_rows, self.seal_rows)
+        return tiers.sealed[len(tiers.sealed) - merged:]
+
     def optimize(self) -> bool:
-        """Seal every row now, waiting for the build (`orgmem optimize`); True when anything changed."""
-        if self.graph_status()["rows_searched_exactly"] == 0:
+        """Seal every row into one graph shard now, waiting for the build (`orgmem optimize`);
+        True when anything changed."""
+        status = self.graph_status()
+        if status["rows_searched_exactly"] == 0 and status["sealed_shards"] <= 1:
             return False
         with self._build_gate:
-            self._build()
+            self._build(everything=True)
         return True
 
     def _build_then_release(self) -> None:
@@ -279,19 +298,19 @@ class TieredEdgeVectorIndex:
         finally:
             self._build_gate.release()
 
-    def _build(self) -> None:
+    def _build(self, everything: bool = False) -> None:
         started, clock = time.time(), time.perf_counter()
         with self._write:
             target = self.path / self._new_name("s")
             inputs = target.with_name(target.name + ".inputs")
         try:
             with self._write:
-                frozen = self._freeze_and_copy(target, inputs)
+                replaced = self._freeze_and_copy(target, inputs, everything)
             self._run_child(target, inputs)
             with self._write:
-                old = self._swap_in(frozen, target)
+                self._swap_in(replaced, target)
             self._drain()
-            for shard in [*([old.sealed] if old.sealed else []), *frozen]:
+            for shard in replaced:
                 shard.close()
                 shutil.rmtree(shard.path, ignore_errors=True)
             self._on_step("dropped")
@@ -302,36 +321,40 @@ class TieredEdgeVectorIndex:
                 self.record.failed += 1
             with self._write:
                 self._journal = None
-                if self._tiers.sealed is None or self._tiers.sealed.path != target:
+                if target not in {shard.path for shard in self._tiers.sealed}:
                     shutil.rmtree(target, ignore_errors=True)
             raise
         finally:
             shutil.rmtree(inputs, ignore_errors=True)
         self.record.done += 1
         self.record.last_finished_at, self.record.last_seconds = time.time(), time.perf_counter() - clock
-        log.info("vector index at %s: sealed in %.1f s (started %s)", self.path, self.record.last_seconds,
-                 time.strftime("%H:%M:%S", time.localtime(started)))
+        log.info("vector index at %s: sealed %d shards into one in %.1f s (started %s)", self.path,
+                 len(replaced), self.record.last_seconds, time.strftime("%H:%M:%S", time.localtime(started)))
 
-    def _freeze_and_copy(self, target: Path, inputs: Path) -> tuple[QdrantEdgeVectorIndex, ...]:
-        """A fresh live shard takes new rows; the sealed and frozen shards are copied for the child."""
+    def _freeze_and_copy(self, target: Path, inputs: Path, everything: bool) -> tuple[QdrantEdgeVectorIndex, ...]:
+        """A fresh live shard takes new rows; the frozen shards and the sealed ones merged with
+        them are copied for the child. Returns the shards the new sealed one replaces."""
         tiers = self._tiers
-        frozen = tiers.exact
-        fresh = Tiers(tiers.sealed, (*frozen, self._shard(self._new_name("x"))))
+        replaced = (*self._merging(tiers, everything), *tiers.exact)
+        fresh = Tiers(tiers.sealed, (*tiers.exact, self._shard(self._new_name("x"))))
         write_manifest(self.path, fresh)
         self._publish(fresh)
         self._on_step("frozen")
         inputs.mkdir()
-        for shard in tiers.all():
+        for shard in replaced:
             shard.flush()
-        if tiers.sealed is not None and tiers.sealed.carrying:
-            shutil.copytree(tiers.sealed.path, target)  # extended in place: only new rows get a graph
-        elif tiers.sealed is not None:
-            shutil.copytree(tiers.sealed.path, inputs / tiers.sealed.path.name)  # re-keyed by the child
-        for shard in frozen:
-            shutil.copytree(shard.path, inputs / shard.path.name)
+        # The largest merged shard is extended in place (only the others' rows get a graph built);
+        # one with name-based ids goes in as an input, re-keyed by the child.
+        base = max((shard for shard in replaced if shard in tiers.sealed and shard.carrying),
+                   key=lambda shard: shard.count(), default=None)
+        if base is not None:
+            shutil.copytree(base.path, target)
+        for shard in replaced:
+            if shard is not base:
+                shutil.copytree(shard.path, inputs / shard.path.name)
         self._journal = _Journal()
         self._on_step("copied")
-        return frozen
+        return replaced
 
     def _run_child(self, target: Path, inputs: Path) -> None:
         if self._cancel.is_set():
@@ -355,13 +378,14 @@ class TieredEdgeVectorIndex:
             raise BuildFailed(f"the build process exited with {code}: {err.decode(errors='replace')[-2000:]}")
         self._on_step("built")
 
-    def _swap_in(self, frozen: tuple[QdrantEdgeVectorIndex, ...], target: Path) -> Tiers:
+    def _swap_in(self, replaced: tuple[QdrantEdgeVectorIndex, ...], target: Path) -> None:
         if self._cancel.is_set():
             raise BuildFailed("cancelled")
         sealed = self._shard(target.name)
         journal, self._journal = self._journal, None
         old = self._tiers
-        new = Tiers(sealed, tuple(s for s in old.exact if s not in frozen))
+        new = Tiers((*(s for s in old.sealed if s not in replaced), sealed),
+                    tuple(s for s in old.exact if s not in replaced))
         try:
             if journal.states:
                 sealed.update_state(list(journal.states.values()))
@@ -373,7 +397,6 @@ class TieredEdgeVectorIndex:
             raise
         self._publish(new)
         self._on_step("swapped")
-        return old
 
     @contextmanager
     def builds_held(self) -> Iterator[None]:
