@@ -82,6 +82,23 @@ def named_in_manifest(path: Path) -> set[str]:
     return {MANIFEST, *manifest["exact"], *manifest["sealed"]}
 
 
+def processes_naming(path: Path) -> list[int]:
+    """Live processes with `path` on their command line (shard hosts, build children); zombies,
+    dead but not yet reaped, do not count."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and str(path).encode() in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
 def wait_until(condition, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -318,7 +335,8 @@ def test_a_server_killed_at_any_step_of_a_build_reopens_complete(tmp_path: Path,
     done = subprocess.run([sys.executable, "-m", "tests.adapters.vector_tiers_crash", str(folder), step],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
-    time.sleep(0.5)  # the build child dies with it (PR_SET_PDEATHSIG)
+    # The build child dies with it (PR_SET_PDEATHSIG), and so do the shard hosts (their pipes close).
+    wait_until(lambda: not processes_naming(folder), timeout=10)
     rows, vectors = rows_and_vectors()
     wrote_during = step not in ("frozen", "copied")
     truth = Truth()
@@ -390,8 +408,7 @@ def test_a_single_shard_index_from_before_the_tiers_becomes_the_sealed_shard(tmp
 
 
 def _on_disk_indexes(index: TieredEdgeVectorIndex) -> set[str]:
-    schema = index._tiers.sealed[-1]._live().info().payload_schema
-    return {name for name, info in schema.items() if getattr(info.params, "on_disk", None)}
+    return {name for name, on_disk in index._tiers.sealed[-1].payload_schema().items() if on_disk}
 
 
 def test_a_sealed_shard_keeps_its_per_row_indexes_on_disk_and_an_older_one_gets_them_at_its_next_build(

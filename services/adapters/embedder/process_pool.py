@@ -12,7 +12,7 @@ than it saves. The workers start on the first large batch, so a memory that neve
 never pays for them.
 
 Workers are `python -m` this module, talking length-prefixed pickles over their stdin and
-stdout (the parent is the only writer, so pickle is safe here). A worker that dies (OOM killer,
+stdout (services/adapters/child_process.py). A worker that dies (OOM killer,
 kill -9) is restarted and its run sent once more; a second failure raises BackendUnavailable,
 which makes the indexer pause and retry the batch, so a row is neither lost nor written twice.
 Workers never outlive the parent: each exits when its stdin closes and, in case the parent was
@@ -24,27 +24,22 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import pickle
 import select
 import signal
-import struct
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
 
+from services.adapters.child_process import answer_pipe, child_env, read_message, requests_pipe, watch_parent, write_message
 from services.errors import BackendUnavailable, OrgmemError
 
 log = logging.getLogger(__name__)
 
 COMPONENT = "embedder (encoder processes)"
-HEADER = struct.Struct(">Q")
-PARENT_CHECK_S = 0.25
 WORKER_NICENESS = 10
 # "idle": the kernel's SCHED_IDLE class, which any waking thread of normal priority preempts at
 # once; "low": nice 10, which still lets a busy worker run out its slice before a query thread.
@@ -167,10 +162,8 @@ def _split(texts: list[str], parts: int) -> list[list[str]]:
 
 class _Worker:
     def __init__(self, factory: Callable[[], object], priority: str):
-        root = str(Path(__file__).resolve().parents[3])  # the checkout, for a worker started from elsewhere
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
         self.process = subprocess.Popen([sys.executable, "-m", __name__, str(os.getpid()), priority], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, env=env, close_fds=True)
+                                        stdout=subprocess.PIPE, env=child_env(), close_fds=True)
         self.send(factory)
 
     def alive(self) -> bool:
@@ -192,14 +185,14 @@ class _Worker:
 
     def send(self, message) -> bool:
         try:
-            _write(self.process.stdin, message)
+            write_message(self.process.stdin, message)
             return True
         except (BrokenPipeError, OSError, ValueError):
             return False
 
     def receive(self):
         try:
-            return _read(self.process.stdout)
+            return read_message(self.process.stdout)
         except (EOFError, OSError, ValueError):
             return None
 
@@ -216,31 +209,7 @@ class _Worker:
             self.process.wait()
 
 
-def _write(pipe: BinaryIO, message) -> None:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    pipe.write(HEADER.pack(len(data)) + data)
-    pipe.flush()
-
-
-def _read(pipe: BinaryIO):
-    header = pipe.read(HEADER.size)
-    if len(header) < HEADER.size:
-        raise EOFError
-    size = HEADER.unpack(header)[0]
-    data = pipe.read(size)
-    if len(data) < size:
-        raise EOFError
-    return pickle.loads(data)
-
-
 # -- inside a worker --------------------------------------------------------------------------
-
-def _watch_parent(parent: int) -> None:
-    """Exit when the parent is gone (reparented), even in the middle of a run."""
-    while os.getppid() == parent:
-        time.sleep(PARENT_CHECK_S)
-    os._exit(1)
-
 
 def _lower_priority(priority: str) -> None:
     """A backlog must not slow the queries: the server's own threads (its query encoder among
@@ -267,30 +236,27 @@ def _lower_priority(priority: str) -> None:
 
 def _serve(parent: int, priority: str) -> None:
     _lower_priority(priority)
-    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
-    # The answers keep the real stdout; anything a library prints goes to stderr instead.
-    answers = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    requests = sys.stdin.buffer
+    watch_parent(parent)
+    answers, requests = answer_pipe(), requests_pipe()
     try:
-        factory = _read(requests)
+        factory = read_message(requests)
         embedder = factory()
     except EOFError:
         return
     except Exception as exc:  # any loading failure is reported to the parent, which raises it
-        _write(answers, ("error", f"{type(exc).__name__}: {exc}"))
+        write_message(answers, ("error", f"{type(exc).__name__}: {exc}"))
         return
-    _write(answers, ("ready", embedder.dim))
+    write_message(answers, ("ready", embedder.dim))
     while True:
         try:
-            texts = _read(requests)
+            texts = read_message(requests)
         except EOFError:
             return  # the parent closed the pool (or died)
         try:
             reply = ("ok", np.asarray(embedder.encode(texts), dtype=np.float32))
         except Exception as exc:
             reply = ("error", f"{type(exc).__name__}: {exc}")
-        _write(answers, reply)
+        write_message(answers, reply)
 
 
 if __name__ == "__main__":

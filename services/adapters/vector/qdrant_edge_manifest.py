@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services.adapters.vector.qdrant_edge import QdrantEdgeVectorIndex
+from services.adapters.vector.qdrant_edge_host import HostedShard
 
 MANIFEST = "manifest.json"
 SHARD_NAME = re.compile(r"[sx]-(\d{6})")  # s-: sealed (graph), x-: searched exactly
@@ -26,10 +27,10 @@ LEGACY = "s-000000"  # a single-shard index from before the tiers, moved in as t
 class Tiers:
     """The shards one search reads: replaced whole, never changed in place."""
 
-    sealed: tuple[QdrantEdgeVectorIndex, ...]  # graph shards, oldest (largest) first
+    sealed: tuple[HostedShard, ...]  # graph shards, oldest (largest) first, each in its host process
     exact: tuple[QdrantEdgeVectorIndex, ...]  # oldest first; the last one takes new rows
 
-    def all(self) -> list[QdrantEdgeVectorIndex]:
+    def all(self) -> list[QdrantEdgeVectorIndex | HostedShard]:
         return [*self.sealed, *self.exact]
 
     def manifest(self) -> dict:

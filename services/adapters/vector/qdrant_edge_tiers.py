@@ -30,15 +30,19 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from qdrant_edge import Filter
+
 from schemas.rows import Row
+from services.adapters.child_process import child_env
 from services.adapters.vector.qdrant_edge import QdrantEdgeVectorIndex
-from services.adapters.vector.qdrant_edge_build import BUILD_COMPLETE, SEALED_OPTIMIZERS
+from services.adapters.vector.qdrant_edge_build import BUILD_COMPLETE
+from services.adapters.vector.qdrant_edge_host import HostedShard
 from services.adapters.vector.qdrant_edge_manifest import (
     Tiers,
     last_shard_number,
@@ -54,7 +58,8 @@ from services.ports import Hit
 
 log = logging.getLogger(__name__)
 
-_PROJECT_ROOT = Path(__file__).resolve().parents[3]
+Shard = QdrantEdgeVectorIndex | HostedShard  # exact shards in this process, sealed ones in hosts
+
 
 
 @dataclass
@@ -110,21 +115,31 @@ class TieredEdgeVectorIndex:
     def _open(self) -> Tiers:
         manifest = read_manifest(self.path)
         self._seq = last_shard_number(self.path)
-        sealed = tuple(self._shard(name) for name in manifest["sealed"])
-        exact = [self._shard(name) for name in manifest["exact"]]
-        if not exact:  # a migrated index: new rows need a live shard
-            exact.append(self._shard(self._new_name("x")))
-        tiers = Tiers(sealed, tuple(exact))
+        opened: list[Shard] = []
+        try:
+            for name in (*manifest["sealed"], *manifest["exact"]):
+                opened.append(self._shard(name))
+            if not manifest["exact"]:  # a migrated index: new rows need a live shard
+                opened.append(self._shard(self._new_name("x")))
+        except BaseException:
+            for shard in opened:  # a shard that cannot open leaves no host behind
+                shard.close()
+            raise
+        sealed = len(manifest["sealed"])
+        tiers = Tiers(tuple(opened[:sealed]), tuple(opened[sealed:]))
         write_manifest(self.path, tiers)
         sweep(self.path, tiers)
         return tiers
 
-    def _shard(self, name: str) -> QdrantEdgeVectorIndex:
-        """Shards of the tiers have no write-ahead log: each write is flushed before it returns
+    def _shard(self, name: str) -> Shard:
+        """A sealed shard is opened by a host process of its own (qdrant_edge_host.py): opening
+        one here would hold the interpreter lock, and every request, for as long as it reads.
+        Shards of the tiers have no write-ahead log: each write is flushed before it returns
         (and the projector replays a batch cut short), and without one a shard is created in a
         fraction of the time and copied without its preallocated log files."""
-        optimizers = SEALED_OPTIMIZERS if name.startswith("s-") else None
-        return QdrantEdgeVectorIndex(self.path / name, self.dim, self._search_ef, optimizers=optimizers,
+        if name.startswith("s-"):
+            return HostedShard(self.path / name, self.dim, self._search_ef)
+        return QdrantEdgeVectorIndex(self.path / name, self.dim, self._search_ef,
                                      wal=None if (self.path / name).exists() else False)
 
     def _new_name(self, kind: str) -> str:
@@ -213,9 +228,16 @@ class TieredEdgeVectorIndex:
 
     def search(self, vector: np.ndarray, scope: Scope, limit: int, exact: bool = False) -> list[Hit]:
         with self._reading() as tiers:
-            asked = [(shard, exact or shard in tiers.exact) for shard in tiers.all()]
-            return widening_search(vector, self.dim, scope, limit, lambda query, qfilter, fetch: merged_cut(
-                [shard.nearest(query, qfilter, fetch, brute) for shard, brute in asked], limit, fetch))
+
+            def ask(query: list[float], qfilter: Filter, fetch: int) -> list[Hit] | None:
+                # Every host is asked first: their graphs are searched while this thread searches
+                # the exact shards.
+                with ExitStack() as asked:
+                    graphs = [asked.enter_context(shard.asking(query, scope, fetch, exact)) for shard in tiers.sealed]
+                    found = [shard.nearest(query, qfilter, fetch, True) for shard in tiers.exact]
+                    return merged_cut([*(hits() for hits in graphs), *found], limit, fetch)
+
+            return widening_search(vector, self.dim, scope, limit, ask)
 
     def vectors(self, row_ids: Sequence[str]) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
@@ -268,7 +290,7 @@ class TieredEdgeVectorIndex:
             folders = [shard.path for shard in (*self._merging(tiers, everything=False), *tiers.exact)]
         return 2 * sum(f.stat().st_size for folder in folders for f in folder.rglob("*") if f.is_file())
 
-    def _merging(self, tiers: Tiers, everything: bool) -> tuple[QdrantEdgeVectorIndex, ...]:
+    def _merging(self, tiers: Tiers, everything: bool) -> tuple[Shard, ...]:
         """The sealed shards a build merges into the one it builds: the newest, by size class;
         every one for `optimize`, or while one has name-based ids (the child re-keys them)."""
         if everything or not all(shard.carrying for shard in tiers.sealed):
@@ -303,12 +325,14 @@ class TieredEdgeVectorIndex:
         with self._write:
             target = self.path / self._new_name("s")
             inputs = target.with_name(target.name + ".inputs")
+        sealed: HostedShard | None = None
         try:
             with self._write:
                 replaced = self._freeze_and_copy(target, inputs, everything)
             self._run_child(target, inputs)
+            sealed = self._open_built(target)
             with self._write:
-                self._swap_in(replaced, target)
+                self._swap_in(replaced, sealed)
             self._drain()
             for shard in replaced:
                 shard.close()
@@ -322,6 +346,8 @@ class TieredEdgeVectorIndex:
             with self._write:
                 self._journal = None
                 if target not in {shard.path for shard in self._tiers.sealed}:
+                    if sealed is not None:
+                        sealed.close()
                     shutil.rmtree(target, ignore_errors=True)
             raise
         finally:
@@ -331,7 +357,7 @@ class TieredEdgeVectorIndex:
         log.info("vector index at %s: sealed %d shards into one in %.1f s (started %s)", self.path,
                  len(replaced), self.record.last_seconds, time.strftime("%H:%M:%S", time.localtime(started)))
 
-    def _freeze_and_copy(self, target: Path, inputs: Path, everything: bool) -> tuple[QdrantEdgeVectorIndex, ...]:
+    def _freeze_and_copy(self, target: Path, inputs: Path, everything: bool) -> tuple[Shard, ...]:
         """A fresh live shard takes new rows; the frozen shards and the sealed ones merged with
         them are copied for the child. Returns the shards the new sealed one replaces."""
         tiers = self._tiers
@@ -359,12 +385,11 @@ class TieredEdgeVectorIndex:
     def _run_child(self, target: Path, inputs: Path) -> None:
         if self._cancel.is_set():
             raise BuildFailed("cancelled before the build started")
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(_PROJECT_ROOT), os.environ.get("PYTHONPATH")])))
         self._child = subprocess.Popen(
             [sys.executable, "-m", "services.adapters.vector.qdrant_edge_build", "--parent", str(os.getpid()),
              "--target", str(target),
              "--dim", str(self.dim), "--add", *sorted(str(p) for p in inputs.iterdir())],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=child_env())
         if self._cancel.is_set():  # cancelled while it started: _stop_build may not have seen it
             self._child.kill()
         self._on_step("child-started")
@@ -378,10 +403,17 @@ class TieredEdgeVectorIndex:
             raise BuildFailed(f"the build process exited with {code}: {err.decode(errors='replace')[-2000:]}")
         self._on_step("built")
 
-    def _swap_in(self, replaced: tuple[QdrantEdgeVectorIndex, ...], target: Path) -> None:
+    def _open_built(self, target: Path) -> HostedShard:
+        """The new sealed shard, opened by its host while searches and writes go on (the writes
+        meanwhile are in the journal, replayed at the swap)."""
         if self._cancel.is_set():
             raise BuildFailed("cancelled")
-        sealed = self._shard(target.name)
+        return self._shard(target.name)
+
+    def _swap_in(self, replaced: tuple[Shard, ...], sealed: HostedShard) -> None:
+        if self._cancel.is_set():
+            sealed.close()
+            raise BuildFailed("cancelled")
         journal, self._journal = self._journal, None
         old = self._tiers
         new = Tiers((*(s for s in old.sealed if s not in replaced), sealed),
