@@ -16,6 +16,7 @@ import argparse
 import os
 import random
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -75,6 +76,38 @@ def exact_cost(dim: int, folder: Path, queries: np.ndarray, asked: list[Scope]) 
             index.close()
 
 
+def searched_during(label: str, index: TieredEdgeVectorIndex, running, started: float,
+                    steps: list[tuple[str, float]], queries: np.ndarray, asked: list[Scope]) -> None:
+    """Search in a loop on this thread while the build that has just started runs; the longest
+    search, and what each step of the build took. The new sealed shard is opened by its host
+    process (built..swapped): a search that waits on this process's interpreter lock shows here."""
+    during, at = [], []
+    while running():
+        i = len(during) % len(queries)
+        begin = time.perf_counter()
+        index.search(queries[i], asked[i], 50)
+        during.append((time.perf_counter() - begin) * 1000)
+        at.append(begin)
+    print(f"  {label}: {time.perf_counter() - started:.1f} s; {load()}", flush=True)
+    if not steps:
+        print("    no build ran", flush=True)
+        return
+    print("    steps: " + ", ".join(f"{name} +{t - started:.2f} s" for name, t in steps), flush=True)
+    during_ms, began = np.array(during), np.array(at)
+    line("during the build (search loop on the parent)", during_ms)
+    print(f"    longest search began at +{at[int(np.argmax(during_ms))] - started:.2f} s of the build", flush=True)
+    named = dict(steps)
+    child = during_ms[(began >= named["child-started"]) & (began + during_ms / 1000 <= named["built"])]
+    if len(child):
+        line("  while the child built (child-started..built)", child)
+    opening = during_ms[(began + during_ms / 1000 >= named["built"]) & (began <= named["swapped"])]
+    if len(opening):
+        line("  while the host opened the new shard (built..swapped)", opening)
+    print(f"    write stall (frozen..copied, writes wait, searches do not): "
+          f"{named['copied'] - named['frozen']:.2f} s; opening the new sealed shard (built..swapped): "
+          f"{named['swapped'] - named['built']:.2f} s", flush=True)
+
+
 def run(sealed_n: int, live_n: int, dim: int, queries_n: int, folder: Path) -> None:
     total = sealed_n + live_n
     rnd, rng = random.Random(total), np.random.default_rng(total)
@@ -99,28 +132,15 @@ def run(sealed_n: int, live_n: int, dim: int, queries_n: int, folder: Path) -> N
         steps.clear()
         started = time.perf_counter()
         assert index.seal_if_due()
-        during, at = [], []
-        while index.graph_status()["builds_running"]:
-            i = len(during) % queries_n
-            begin = time.perf_counter()
-            index.search(queries[i], asked[i], 50)
-            during.append((time.perf_counter() - begin) * 1000)
-            at.append(begin)
-        build_s = time.perf_counter() - started
-        print(f"  second build (+{live_n} rows beside {sealed_n} sealed): {build_s:.1f} s; {load()}", flush=True)
-        marks = [("start", started), *steps]
-        print("    steps: " + ", ".join(f"{name} +{t - started:.2f} s" for name, t in marks), flush=True)
-        during_ms = np.array(during)
-        line("during the build (search loop on the parent)", during_ms)
-        slowest = int(np.argmax(during_ms))
-        print(f"    longest search began at +{at[slowest] - started:.2f} s of the build", flush=True)
-        named = dict(steps)
-        began = np.array(at)
-        child = during_ms[(began >= named["child-started"]) & (began + during_ms / 1000 <= named["built"])]
-        line("  while the child built (child-started..built)", child)
-        print(f"    write stall (frozen..copied, writes wait, searches do not): "
-              f"{named['copied'] - named['frozen']:.2f} s; opening the new sealed shard (built..swapped): "
-              f"{named['swapped'] - named['built']:.2f} s", flush=True)
+        searched_during(f"second build (+{live_n} rows sealed into a shard of their own beside {sealed_n})",
+                        index, lambda: index.graph_status()["builds_running"], started, steps, queries, asked)
+        line(f"two sealed shards, {sealed_n} + {live_n} rows", latencies(index, queries, asked))
+        steps.clear()
+        started = time.perf_counter()
+        merging = threading.Thread(target=index.optimize, name="optimize")
+        merging.start()
+        searched_during(f"merging build (every row into one shard of {total}: the largest open)",
+                        index, merging.is_alive, started, steps, queries, asked)
         line(f"fully sealed, {total} rows", latencies(index, queries, asked))
         print(f"  recall@50 of the sealed graph against exact search: {recall(index, queries[:50], asked[:50]):.3f}")
         print(f"  status: {index.graph_status()}", flush=True)

@@ -219,7 +219,8 @@ class SelfSealing(Protocol):
 
     def graph_status(self) -> dict:
         """rows_in_graph, rows_searched_exactly, builds_running, builds_done/failed/cancelled/deferred,
-        last_build_finished_at (unix time), last_build_seconds, seal_rows."""
+        last_build_finished_at (unix time), last_build_seconds, seal_rows, sealed_shards,
+        shard_hosts_rss_bytes (the graph shards' host processes)."""
 
     def builds_held(self) -> AbstractContextManager[None]:
         """While inside, no build runs (a running one is cancelled): the index's files stay put."""

@@ -32,6 +32,12 @@ class Metrics:
         self.vector_rows_exact = Gauge("orgmem_vector_rows_searched_exactly",
                                        "Vector rows searched exactly (added since the last graph build)",
                                        registry=self.registry)
+        self.vector_sealed_shards = Gauge("orgmem_vector_sealed_shards",
+                                          "Graph shards, each opened and searched by a host process of its own",
+                                          registry=self.registry)
+        self.vector_hosts_rss = Gauge("orgmem_vector_shard_hosts_resident_bytes",
+                                      "Resident memory of the graph shards' host processes (beside the server's own)",
+                                      registry=self.registry)
         self.vector_builds_running = Gauge("orgmem_vector_builds_running", "Graph builds in progress",
                                            registry=self.registry)
         self.vector_builds = Gauge("orgmem_vector_builds", "Graph builds since the server started, by outcome",
@@ -45,6 +51,8 @@ class Metrics:
         self.vector_rows_in_graph.set(status["rows_in_graph"])
         self.vector_rows_exact.set(status["rows_searched_exactly"])
         self.vector_builds_running.set(status["builds_running"])
+        self.vector_sealed_shards.set(status.get("sealed_shards", 0))
+        self.vector_hosts_rss.set(status.get("shard_hosts_rss_bytes", 0))
         for outcome in ("done", "failed", "cancelled", "deferred"):
             self.vector_builds.labels(outcome).set(status[f"builds_{outcome}"])
         if status["last_build_finished_at"] is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -73,7 +74,9 @@ def test_a_host_found_dead_before_a_call_is_replaced_without_failing_it(tmp_path
         wait_until(lambda: host._process.poll() is not None, timeout=10)
         assert answers_match(index, truth, queries) == []
         assert host._process.pid != first
-        assert index.graph_status()["rows_in_graph"] == 120
+        status = index.graph_status()
+        assert status["rows_in_graph"] == 120 and status["sealed_shards"] == 1
+        assert status["shard_hosts_rss_bytes"] > 10 * 2**20  # the new host's, read from /proc
     finally:
         index.close()
 
@@ -101,3 +104,20 @@ def test_a_search_the_host_refuses_is_an_error_of_that_search_and_the_next_one_a
         assert host.count() == 120
     finally:
         index.close()
+
+
+def test_closing_a_hung_host_kills_it_instead_of_hanging_the_server(tmp_path: Path, monkeypatch) -> None:
+    import services.adapters.vector.qdrant_edge_host as host_module
+
+    monkeypatch.setattr(host_module, "CLOSE_WAIT_S", 1)
+    index, _, _ = sealed_index(tmp_path / "tiers")
+    os.kill(index._tiers.sealed[0]._process.pid, signal.SIGSTOP)
+    started = time.monotonic()
+    index.close()
+    assert time.monotonic() - started < 20
+    assert processes_naming(tmp_path / "tiers") == []
+    reopened = TieredEdgeVectorIndex(tmp_path / "tiers", DIM)  # every write was flushed when answered
+    try:
+        assert reopened.graph_status()["rows_in_graph"] == 120
+    finally:
+        reopened.close()

@@ -47,6 +47,7 @@ def test_the_server_seals_ingested_rows_into_the_graph_and_reports_it(live_serve
     else:
         raise AssertionError(f"no build finished: {now}")
     assert now["orgmem_vector_rows_in_graph"] == 8 and now["orgmem_vector_rows_searched_exactly"] == 0
+    assert now["orgmem_vector_sealed_shards"] == 1 and now["orgmem_vector_shard_hosts_resident_bytes"] > 0
     assert now["orgmem_vector_last_build_duration_seconds"] > 0
     assert abs(now["orgmem_vector_last_build_timestamp_seconds"] - time.time()) < 600
     found = live_server.client.post("/v1/query", json={"q": "runner pool 3 build pipeline"})

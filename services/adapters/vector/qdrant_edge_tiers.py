@@ -255,12 +255,13 @@ class TieredEdgeVectorIndex:
         """Rows in a graph, rows searched exactly, and the builds (for /metrics and `orgmem stats`)."""
         with self._reading() as tiers:
             sizes = [shard.sizes() for shard in tiers.sealed]
+            hosts_rss = sum(shard.host_rss_bytes() for shard in tiers.sealed)
             exact = sum(shard.count() for shard in tiers.exact)
         sealed = sum(points for points, _ in sizes)
         # The engine counts a discarded point as graphed until its segment is rebuilt.
         graphed = sum(min(points, graphed) for points, graphed in sizes)
         return {"rows_in_graph": graphed, "rows_searched_exactly": exact + sealed - graphed,
-                "sealed_shards": len(sizes),
+                "sealed_shards": len(sizes), "shard_hosts_rss_bytes": hosts_rss,
                 "seal_rows": self.seal_rows, "builds_running": int(self._build_gate.locked() and not self._held),
                 "builds_done": self.record.done, "builds_failed": self.record.failed,
                 "builds_cancelled": self.record.cancelled, "builds_deferred": self.record.deferred,
