@@ -227,8 +227,9 @@ class Settings(BaseSettings):
     # Embedded profile: rows searched exactly (added since the last graph build) at which the
     # server seals them into the graph in a child process; checked every vector_seal_check_s.
     # Exact search costs about 1 us per row at 384 dimensions (8.6 ms at 10k, 16 ms at 20k, on the
-    # shared 2-core host); each build copies the sealed shard and builds a graph of the new rows
-    # only (10k beside 40k: 175 s in the niced child on that host). bench/live_graph.py.
+    # shared 2-core host); each build copies the rows it seals (and the sealed shards of their size
+    # class, once it is full) and builds a graph of them (10k beside 90k sealed: 8 s in the niced
+    # child, 0.17 s of writes held for the copy). bench/live_graph.py.
     vector_seal_rows: int = Field(default=10_000, ge=1)
     vector_seal_check_s: float = Field(default=5.0, gt=0)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)

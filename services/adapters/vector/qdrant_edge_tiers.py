@@ -10,13 +10,14 @@ Sealing (`seal_if_due`, or `optimize` for everything into one shard): the live s
 and a fresh one takes new rows (manifest written); the frozen shards, and the newest sealed
 shards when a size class is full (`shards_to_merge`), are flushed and copied aside, the only step
 that holds writes (not searches) back; a child process (qdrant_edge_build.py) builds the new
-sealed shard from the copies; the parent opens it, replays the state updates and moves the
-rows' writes made meanwhile to its points, replaces the manifest (os.replace), and drops the
-shards it replaces once no search still reads them. Opening a shard holds the interpreter lock
-(every search waits), for a time that grows with its rows: so a build seals its new rows into a
-shard of their own and leaves the older sealed shards open as they are. The manifest is the
-truth: at open, any folder it does not name is an interrupted build or a shard never published,
-and is deleted; frozen shards stay searched exactly until the next build seals them.
+sealed shard from the copies; a host process opens it (qdrant_edge_host.py: opening a shard
+holds the interpreter lock for a time that grows with its rows, so it never happens in the
+server's process); then the state updates and the rows' moves made meanwhile are replayed onto
+it, the manifest is replaced (os.replace), and the shards it replaces are dropped once no search
+still reads them. A build seals its new rows into a shard of their own and leaves the older
+sealed shards as they are, so it copies and builds little however large the index. The manifest
+is the truth: at open, any folder it does not name is an interrupted build or a shard never
+published, and is deleted; frozen shards stay searched exactly until the next build seals them.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-
 from qdrant_edge import Filter
 
 from schemas.rows import Row
@@ -59,7 +59,6 @@ from services.ports import Hit
 log = logging.getLogger(__name__)
 
 Shard = QdrantEdgeVectorIndex | HostedShard  # exact shards in this process, sealed ones in hosts
-
 
 
 @dataclass
