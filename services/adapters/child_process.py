@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import pickle
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -45,6 +46,28 @@ def read_message(pipe: BinaryIO):
     if len(data) < size:
         raise EOFError
     return pickle.loads(data)
+
+
+def stop_child(process: subprocess.Popen, wait_s: float, farewell=None) -> bool:
+    """Send `farewell` (if any), close the pipes and wait for the child to exit; kill it after
+    `wait_s`. True when it exited by itself."""
+    if farewell is not None:
+        try:
+            write_message(process.stdin, farewell)
+        except (OSError, ValueError):
+            pass  # it died already
+    for pipe in (process.stdin, process.stdout):
+        try:
+            pipe.close()
+        except OSError:
+            pass
+    try:
+        process.wait(timeout=wait_s)
+        return True
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        return False
 
 
 # -- inside a child ---------------------------------------------------------------------------

@@ -34,7 +34,15 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from services.adapters.child_process import answer_pipe, child_env, read_message, requests_pipe, watch_parent, write_message
+from services.adapters.child_process import (
+    answer_pipe,
+    child_env,
+    read_message,
+    requests_pipe,
+    stop_child,
+    watch_parent,
+    write_message,
+)
 from services.errors import BackendUnavailable, OrgmemError
 
 log = logging.getLogger(__name__)
@@ -197,16 +205,7 @@ class _Worker:
             return None
 
     def stop(self) -> None:
-        for pipe in (self.process.stdin, self.process.stdout):
-            try:
-                pipe.close()
-            except OSError:
-                pass
-        try:
-            self.process.wait(timeout=5)  # stdin closed: it exits after the run at hand
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_child(self.process, 5)  # stdin closed: it exits after the run at hand
 
 
 # -- inside a worker --------------------------------------------------------------------------

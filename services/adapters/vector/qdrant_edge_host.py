@@ -32,14 +32,22 @@ from pathlib import Path
 import numpy as np
 
 from schemas.rows import Row
-from services.adapters.child_process import answer_pipe, child_env, read_message, requests_pipe, watch_parent, write_message
+from services.adapters.child_process import (
+    answer_pipe,
+    child_env,
+    read_message,
+    requests_pipe,
+    stop_child,
+    watch_parent,
+    write_message,
+)
 from services.adapters.vector._payload import Scored
+from services.adapters.vector.qdrant_edge import COMPONENT
 from services.core.scope import Scope
 from services.errors import BackendUnavailable, OrgmemError
 
 log = logging.getLogger(__name__)
 
-COMPONENT = "vector index"
 # How often a caller waiting on a host checks that it is still alive.
 LIVENESS_CHECK_S = 0.5
 # How long a host may take to flush and close its shard before it is killed.
@@ -76,21 +84,9 @@ class HostedShard:
         if process is None:
             return
         self._process = None
-        try:
-            write_message(process.stdin, ("close",))
-        except (OSError, ValueError):
-            pass  # it died already: every write it answered was flushed before the answer
-        try:
-            process.wait(timeout=CLOSE_WAIT_S)
-        except subprocess.TimeoutExpired:  # hung (or stopped): nothing it holds is unflushed
+        # A host that died or hangs loses nothing: every write was flushed before it was answered.
+        if not stop_child(process, CLOSE_WAIT_S, farewell=("close",)):
             log.warning("vector shard host for %s did not close in %d s; killed", self.path, CLOSE_WAIT_S)
-            process.kill()
-            process.wait()
-        for pipe in (process.stdin, process.stdout):
-            try:
-                pipe.close()
-            except OSError:
-                pass
 
     def _send(self, request: tuple) -> None:
         if self._closed:

@@ -354,7 +354,7 @@ class TieredEdgeVectorIndex:
             shutil.rmtree(inputs, ignore_errors=True)
         self.record.done += 1
         self.record.last_finished_at, self.record.last_seconds = time.time(), time.perf_counter() - clock
-        log.info("vector index at %s: sealed %d shards into one in %.1f s (started %s)", self.path,
+        log.info("vector index at %s: sealed %d shard(s) into one in %.1f s (started %s)", self.path,
                  len(replaced), self.record.last_seconds, time.strftime("%H:%M:%S", time.localtime(started)))
 
     def _freeze_and_copy(self, target: Path, inputs: Path, everything: bool) -> tuple[Shard, ...]:
