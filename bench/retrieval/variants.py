@@ -110,7 +110,7 @@ VERSION_ORDER.update({
 VARIANTS.update(VERSION_ORDER)
 # The default preset with other numbers of rows per leg (its C = 50 was chosen against 75 and 100).
 AROUND_DEFAULT.update({
-    f"default-c-{c}": Variant(f"default-c-{c}", replace(PRESETS["default"], candidates=c)) for c in (75, 100)
+    f"default-c-{c}": Variant(f"default-c-{c}", replace(PRESETS["default"], candidates=c)) for c in (75, 100, 150, 200)
 })
 VARIANTS.update(AROUND_DEFAULT)
 # ... and its reach: how many rows past the first ten, how close a restatement must be to come in.

@@ -49,7 +49,7 @@ def test_a_host_killed_mid_search_fails_that_search_alone_and_the_next_call_star
         searching.start()
         wait_until(lambda: host._lock.locked(), timeout=10)
         os.kill(first, signal.SIGKILL)
-        searching.join(timeout=30)
+        searching.join(timeout=5)
         assert not searching.is_alive()
         assert len(failed) == 1 and isinstance(failed[0], BackendUnavailable)
         assert "exited (-9) during search" in str(failed[0])
@@ -121,3 +121,59 @@ def test_closing_a_hung_host_kills_it_instead_of_hanging_the_server(tmp_path: Pa
         assert reopened.graph_status()["rows_in_graph"] == 120
     finally:
         reopened.close()
+
+
+def two_sealed_shards(folder: Path) -> tuple[Truth, np.ndarray]:
+    """A closed index of two sealed shards (120 and 60 rows) and the truth of its rows."""
+    rng = np.random.default_rng(33)
+    rows, vectors = tiered_rows(180), unit(rng, 180)
+    truth = Truth()
+    index = TieredEdgeVectorIndex(folder, DIM, seal_rows=50)
+    try:
+        for builds, lo in enumerate((0, 60, 120), start=1):
+            index.upsert(rows[lo:lo + 60], vectors[lo:lo + 60])
+            truth.upsert(rows[lo:lo + 60], vectors[lo:lo + 60])
+            assert index.seal_if_due()
+            wait_until(lambda b=builds: index.graph_status()["builds_done"] == b
+                       and not index.graph_status()["builds_running"])
+        assert [shard.count() for shard in index._tiers.sealed] == [120, 60]
+    finally:
+        index.close()
+    return truth, unit(rng, 3)
+
+
+def test_the_hosts_of_several_sealed_shards_open_at_once(tmp_path: Path, monkeypatch) -> None:
+    """A start waits for the slowest host, not for their sum: each sealed shard's open waits at a
+    barrier for the other's, which only opens at once can pass."""
+    truth, queries = two_sealed_shards(tmp_path / "tiers")
+    barrier = threading.Barrier(2, timeout=30)
+    opening = TieredEdgeVectorIndex._shard
+
+    def meeting(self, name: str):
+        if name.startswith("s-"):
+            barrier.wait()  # BrokenBarrierError here if the opens came one after the other
+        return opening(self, name)
+
+    monkeypatch.setattr(TieredEdgeVectorIndex, "_shard", meeting)
+    index = TieredEdgeVectorIndex(tmp_path / "tiers", DIM)
+    try:
+        assert index.graph_status()["sealed_shards"] == 2
+        assert answers_match(index, truth, queries) == []
+    finally:
+        index.close()
+
+
+def test_a_sealed_shard_that_cannot_open_leaves_no_host_of_the_others(tmp_path: Path) -> None:
+    truth, queries = two_sealed_shards(tmp_path / "tiers")
+    broken = sorted((tmp_path / "tiers").glob("s-*"))[0]
+    config = (broken / "edge_config.json").read_bytes()
+    (broken / "edge_config.json").write_text("{not json")
+    with pytest.raises(BackendUnavailable, match=f"{broken.name}: open failed"):
+        TieredEdgeVectorIndex(tmp_path / "tiers", DIM)
+    assert processes_naming(tmp_path / "tiers") == []  # the other shard's host was closed
+    (broken / "edge_config.json").write_bytes(config)  # repaired, the folder opens complete
+    index = TieredEdgeVectorIndex(tmp_path / "tiers", DIM)
+    try:
+        assert answers_match(index, truth, queries) == []
+    finally:
+        index.close()

@@ -148,6 +148,27 @@ class QdrantEdgeVectorIndex:
         """Whether point ids spell row ids (a shard made before that reads them from payloads)."""
         return self._carrying
 
+    def payload_schema(self) -> dict[str, bool]:
+        """Each payload index's name and whether it is kept on disk (for tests and diagnostics)."""
+        with self._lock, self._driver("payload schema"):
+            stored = self._live().info().payload_schema
+        return {name: bool(getattr(info.params, "on_disk", None)) for name, info in stored.items()}
+
+    def absorb(self, folder: Path) -> None:
+        """Add every point of the closed shard in `folder`, keyed by its row id, with its stored
+        vector and payload (a build merges shards so: nothing is encoded again)."""
+        with self._lock, self._driver(f"copy the points of {folder}"):
+            source = EdgeShard.load(str(folder))
+            try:
+                copy_points(source, self._live(), rekey=True)
+            finally:
+                source.close()
+
+    def refit_payload_indexes(self) -> None:
+        """Give the shard the payload indexes of now, as now kept (a shard sealed before them)."""
+        with self._lock, self._driver("payload indexes"):
+            ensure_payload_indexes(self._live(), refit=True)
+
     def reset(self) -> None:
         """Drop every point and start an empty shard in the same folder (for a rebuild)."""
         with self._lock:

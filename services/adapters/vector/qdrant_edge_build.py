@@ -6,6 +6,7 @@ running shard's folder cannot be opened by a second process: its WAL is locked) 
 answering searches meanwhile. The program adds every point of `--add` folders to `--target`
 (a copy of the current sealed shard, or a new folder), builds the graph, and marks the target
 complete. Anything short of that marker is an unfinished build, which the server drops.
+The server's side sits here too: `start_build`, `check_built`, and what it keeps of its builds.
 
     python -m services.adapters.vector.qdrant_edge_build --parent PID --target DIR --dim N [--add DIR ...]
 """
@@ -17,13 +18,17 @@ import ctypes
 import logging
 import os
 import signal
+import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from qdrant_edge import EdgeOptimizersConfig, EdgeShard
+from qdrant_edge import EdgeOptimizersConfig
 
-from services.adapters.vector.qdrant_edge import QdrantEdgeVectorIndex, copy_points
-from services.adapters.vector.qdrant_edge_search import ensure_payload_indexes
+from services.adapters.child_process import child_env
+from schemas.rows import Row
+from services.adapters.vector.qdrant_edge import QdrantEdgeVectorIndex
+from services.errors import OrgmemError
 
 # Written into the target once its graph is built and flushed.
 BUILD_COMPLETE = "orgmem-build-complete"
@@ -38,17 +43,49 @@ NICENESS = 10
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
+class BuildFailed(OrgmemError):
+    pass
+
+
+@dataclass
+class BuildJournal:
+    """What happened to the points of the shards being sealed while the child built their copy."""
+
+    states: dict[str, Row] = field(default_factory=dict)
+    moved: set[str] = field(default_factory=set)  # re-upserted into the live shard
+
+
+@dataclass
+class BuildRecord:
+    done: int = 0
+    failed: int = 0
+    cancelled: int = 0  # by an erasure, a reset or close
+    deferred: int = 0  # not started: the disk had no room for it above the free-space floor
+    last_finished_at: float | None = None  # unix time
+    last_seconds: float | None = None
+
+
+def start_build(target: Path, inputs: Path, dim: int) -> subprocess.Popen:
+    """This program as a child of the server, building `target` from the shard copies in `inputs`."""
+    return subprocess.Popen(
+        [sys.executable, "-m", __name__, "--parent", str(os.getpid()), "--target", str(target),
+         "--dim", str(dim), "--add", *sorted(str(p) for p in inputs.iterdir())],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=child_env())
+
+
+def check_built(child: subprocess.Popen, err: bytes, target: Path) -> None:
+    """Raise BuildFailed unless the child exited cleanly and marked `target` complete."""
+    if child.returncode != 0 or not (target / BUILD_COMPLETE).exists():
+        raise BuildFailed(f"the build process exited with {child.returncode}: {err.decode(errors='replace')[-2000:]}")
+
+
 def build(target: Path, dim: int, additions: list[Path]) -> None:
     # A copy of the sealed shard keeps its log setting; a new target is made without a log.
     index = QdrantEdgeVectorIndex(target, dim, optimizers=SEALED_OPTIMIZERS, wal=None if target.exists() else False)
     try:
-        for folder in additions:
-            source = EdgeShard.load(str(folder))
-            try:  # every point keyed by its row id (a shard with name-based ids is re-keyed)
-                copy_points(source, index._live(), rekey=True)
-            finally:
-                source.close()
-        ensure_payload_indexes(index._live(), refit=True)  # a shard sealed before ON_DISK_INDEXES gets them now
+        for folder in additions:  # every point keyed by its row id (a shard with name-based ids is re-keyed)
+            index.absorb(folder)
+        index.refit_payload_indexes()  # a shard sealed before ON_DISK_INDEXES gets them now
         index.optimize()
     finally:
         index.close()

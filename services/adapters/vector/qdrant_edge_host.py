@@ -212,10 +212,6 @@ def _serve(parent: int, path: Path, dim: int, search_ef: int | None) -> None:
         return
     write_message(answers, ("ok", shard.carrying))
 
-    def payload_schema() -> dict[str, bool]:
-        stored = shard._live().info().payload_schema
-        return {name: bool(getattr(info.params, "on_disk", None)) for name, info in stored.items()}
-
     def nearest(query: list[float], scope: Scope, fetch: int, exact: bool) -> tuple[list, list, list]:
         # As columns: a list of named tuples pickles five times slower (about 50 us per search).
         found = shard.nearest(query, edge_filter(scope), fetch, exact)
@@ -224,7 +220,7 @@ def _serve(parent: int, path: Path, dim: int, search_ef: int | None) -> None:
     handlers: dict[str, Callable] = {
         "nearest": nearest,
         "sizes": shard.sizes, "flush": shard.flush, "discard": shard.discard, "update_state": shard.update_state,
-        "delete": shard.delete, "vectors": shard.vectors, "payload_schema": payload_schema,
+        "delete": shard.delete, "vectors": shard.vectors, "payload_schema": shard.payload_schema,
     }
     while True:
         try:

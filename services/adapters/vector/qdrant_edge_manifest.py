@@ -12,6 +12,11 @@ import json
 import os
 import re
 import shutil
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +27,8 @@ MANIFEST = "manifest.json"
 SHARD_NAME = re.compile(r"[sx]-(\d{6})")  # s-: sealed (graph), x-: searched exactly
 LEGACY = "s-000000"  # a single-shard index from before the tiers, moved in as the sealed shard
 
+Shard = QdrantEdgeVectorIndex | HostedShard  # exact shards in the server's process, sealed ones in hosts
+
 
 @dataclass(frozen=True, eq=False)
 class Tiers:
@@ -30,11 +37,44 @@ class Tiers:
     sealed: tuple[HostedShard, ...]  # graph shards, oldest (largest) first, each in its host process
     exact: tuple[QdrantEdgeVectorIndex, ...]  # oldest first; the last one takes new rows
 
-    def all(self) -> list[QdrantEdgeVectorIndex | HostedShard]:
+    def all(self) -> list[Shard]:
         return [*self.sealed, *self.exact]
 
     def manifest(self) -> dict:
         return {"sealed": [s.path.name for s in self.sealed], "exact": [s.path.name for s in self.exact]}
+
+
+class PublishedTiers:
+    """The tiers searches read now. A swap publishes new ones; a search keeps the tiers it began
+    with, and `drain` waits until none reads older ones (whose shards may then be closed)."""
+
+    def __init__(self, tiers: Tiers):
+        self.current = tiers
+        self._views = threading.Condition()
+        self._readers: Counter[Tiers] = Counter()
+
+    def publish(self, tiers: Tiers) -> None:
+        with self._views:
+            self.current = tiers
+
+    @contextmanager
+    def reading(self) -> Iterator[Tiers]:
+        with self._views:
+            tiers = self.current
+            self._readers[tiers] += 1
+        try:
+            yield tiers
+        finally:
+            with self._views:
+                self._readers[tiers] -= 1
+                if not self._readers[tiers]:
+                    del self._readers[tiers]
+                self._views.notify_all()
+
+    def drain(self) -> None:
+        """Wait until every search reads the current tiers (searches take milliseconds)."""
+        with self._views:
+            self._views.wait_for(lambda: all(tiers is self.current for tiers in self._readers))
 
 
 def read_manifest(path: Path) -> dict:
@@ -57,6 +97,22 @@ def read_manifest(path: Path) -> dict:
 def last_shard_number(path: Path) -> int:
     """The highest number a shard folder in `path` has, named in the manifest or not (0: none)."""
     return max((int(m.group(1)) for p in path.iterdir() if (m := SHARD_NAME.fullmatch(p.name))), default=0)
+
+
+def open_together(names: Sequence[str], open_one: Callable[[str], Shard]) -> list[Shard]:
+    """Every shard of `names`, in order, opened at once: a sealed shard's open is its host
+    process reading it, which the caller waits for with the interpreter lock released, so a
+    start with several sealed shards waits for the slowest, not for their sum. If one cannot
+    open, the others are closed (no host is left behind) and its error raised."""
+    with ThreadPoolExecutor(max_workers=max(1, len(names)), thread_name_prefix="orgmem-shard-open") as pool:
+        futures = [pool.submit(open_one, name) for name in names]
+    opened = [future.result() for future in futures if future.exception() is None]
+    failed = next((future.exception() for future in futures if future.exception() is not None), None)
+    if failed is not None:
+        for shard in opened:
+            shard.close()
+        raise failed
+    return opened
 
 
 def write_manifest(path: Path, tiers: Tiers) -> None:

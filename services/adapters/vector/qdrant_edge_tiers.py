@@ -23,29 +23,33 @@ published, and is deleted; frozen shards stay searched exactly until the next bu
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import subprocess
-import sys
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from qdrant_edge import Filter
 
 from schemas.rows import Row
-from services.adapters.child_process import child_env
 from services.adapters.vector.qdrant_edge import QdrantEdgeVectorIndex
-from services.adapters.vector.qdrant_edge_build import BUILD_COMPLETE
+from services.adapters.vector.qdrant_edge_build import (
+    BuildFailed,
+    BuildJournal,
+    BuildRecord,
+    check_built,
+    start_build,
+)
 from services.adapters.vector.qdrant_edge_host import HostedShard
 from services.adapters.vector.qdrant_edge_manifest import (
+    PublishedTiers,
+    Shard,
     Tiers,
     last_shard_number,
+    open_together,
     read_manifest,
     shards_to_merge,
     sweep,
@@ -57,30 +61,6 @@ from services.errors import InvalidVectors, OrgmemError
 from services.ports import Hit
 
 log = logging.getLogger(__name__)
-
-Shard = QdrantEdgeVectorIndex | HostedShard  # exact shards in this process, sealed ones in hosts
-
-
-@dataclass
-class _Journal:
-    """What happened to the points of the shards being sealed while the child built their copy."""
-
-    states: dict[str, Row] = field(default_factory=dict)
-    moved: set[str] = field(default_factory=set)  # re-upserted into the live shard
-
-
-@dataclass
-class BuildRecord:
-    done: int = 0
-    failed: int = 0
-    cancelled: int = 0  # by an erasure, a reset or close
-    deferred: int = 0  # not started: the disk had no room for it above the free-space floor
-    last_finished_at: float | None = None  # unix time
-    last_seconds: float | None = None
-
-
-class BuildFailed(OrgmemError):
-    pass
 
 
 class TieredEdgeVectorIndex:
@@ -102,28 +82,20 @@ class TieredEdgeVectorIndex:
         self._build_gate = threading.Lock()  # held by the one build running
         self._cancel = threading.Event()
         self._child: subprocess.Popen | None = None
-        self._journal: _Journal | None = None
-        self._views = threading.Condition()
-        self._readers: Counter[Tiers] = Counter()
+        self._journal: BuildJournal | None = None
         self.record = BuildRecord()
         self._seq = 0
-        self._tiers = self._open()
+        self._published = PublishedTiers(self._open())
 
     # --- lifecycle -------------------------------------------------------------------------
 
     def _open(self) -> Tiers:
         manifest = read_manifest(self.path)
         self._seq = last_shard_number(self.path)
-        opened: list[Shard] = []
-        try:
-            for name in (*manifest["sealed"], *manifest["exact"]):
-                opened.append(self._shard(name))
-            if not manifest["exact"]:  # a migrated index: new rows need a live shard
-                opened.append(self._shard(self._new_name("x")))
-        except BaseException:
-            for shard in opened:  # a shard that cannot open leaves no host behind
-                shard.close()
-            raise
+        names = [*manifest["sealed"], *manifest["exact"]]
+        if not manifest["exact"]:  # a migrated index: new rows need a live shard
+            names.append(self._new_name("x"))
+        opened = open_together(names, self._shard)
         sealed = len(manifest["sealed"])
         tiers = Tiers(tuple(opened[:sealed]), tuple(opened[sealed:]))
         write_manifest(self.path, tiers)
@@ -145,28 +117,9 @@ class TieredEdgeVectorIndex:
         self._seq += 1
         return f"{kind}-{self._seq:06d}"
 
-    def _publish(self, tiers: Tiers) -> None:
-        with self._views:
-            self._tiers = tiers
-
-    @contextmanager
-    def _reading(self) -> Iterator[Tiers]:
-        with self._views:
-            tiers = self._tiers
-            self._readers[tiers] += 1
-        try:
-            yield tiers
-        finally:
-            with self._views:
-                self._readers[tiers] -= 1
-                if not self._readers[tiers]:
-                    del self._readers[tiers]
-                self._views.notify_all()
-
-    def _drain(self) -> None:
-        """Wait until every search reads the current tiers (searches take milliseconds)."""
-        with self._views:
-            self._views.wait_for(lambda: all(tiers is self._tiers for tiers in self._readers))
+    @property
+    def _tiers(self) -> Tiers:
+        return self._published.current
 
     def close(self) -> None:
         self._stop_build()
@@ -181,10 +134,10 @@ class TieredEdgeVectorIndex:
             for shard in old.all():
                 shard.close()
             shutil.rmtree(self.path, ignore_errors=True)
-            self._publish(self._open())
+            self._published.publish(self._open())
 
     def count(self) -> int:
-        with self._reading() as tiers:
+        with self._published.reading() as tiers:
             return sum(shard.count() for shard in tiers.all())
 
     # --- writes ----------------------------------------------------------------------------
@@ -226,7 +179,7 @@ class TieredEdgeVectorIndex:
     # --- reads -----------------------------------------------------------------------------
 
     def search(self, vector: np.ndarray, scope: Scope, limit: int, exact: bool = False) -> list[Hit]:
-        with self._reading() as tiers:
+        with self._published.reading() as tiers:
 
             def ask(query: list[float], qfilter: Filter, fetch: int) -> list[Hit] | None:
                 # Every host is asked first: their graphs are searched while this thread searches
@@ -240,7 +193,7 @@ class TieredEdgeVectorIndex:
 
     def vectors(self, row_ids: Sequence[str]) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
-        with self._reading() as tiers:
+        with self._published.reading() as tiers:
             for shard in reversed(tiers.all()):  # newest first: a moved row's current vector
                 missing = [rid for rid in row_ids if rid not in found]
                 if not missing:
@@ -252,7 +205,7 @@ class TieredEdgeVectorIndex:
 
     def graph_status(self) -> dict:
         """Rows in a graph, rows searched exactly, and the builds (for /metrics and `orgmem stats`)."""
-        with self._reading() as tiers:
+        with self._published.reading() as tiers:
             sizes = [shard.sizes() for shard in tiers.sealed]
             hosts_rss = sum(shard.host_rss_bytes() for shard in tiers.sealed)
             exact = sum(shard.count() for shard in tiers.exact)
@@ -286,7 +239,7 @@ class TieredEdgeVectorIndex:
         it merges, for the child, and the new sealed shard, about as large again. Files are
         counted at their length, not their blocks: the copy writes a preallocated file's holes
         out whole."""
-        with self._reading() as tiers:
+        with self._published.reading() as tiers:
             folders = [shard.path for shard in (*self._merging(tiers, everything=False), *tiers.exact)]
         return 2 * sum(f.stat().st_size for folder in folders for f in folder.rglob("*") if f.is_file())
 
@@ -333,7 +286,7 @@ class TieredEdgeVectorIndex:
             sealed = self._open_built(target)
             with self._write:
                 self._swap_in(replaced, sealed)
-            self._drain()
+            self._published.drain()
             for shard in replaced:
                 shard.close()
                 shutil.rmtree(shard.path, ignore_errors=True)
@@ -364,7 +317,7 @@ class TieredEdgeVectorIndex:
         replaced = (*self._merging(tiers, everything), *tiers.exact)
         fresh = Tiers(tiers.sealed, (*tiers.exact, self._shard(self._new_name("x"))))
         write_manifest(self.path, fresh)
-        self._publish(fresh)
+        self._published.publish(fresh)
         self._on_step("frozen")
         inputs.mkdir()
         for shard in replaced:
@@ -378,29 +331,24 @@ class TieredEdgeVectorIndex:
         for shard in replaced:
             if shard is not base:
                 shutil.copytree(shard.path, inputs / shard.path.name)
-        self._journal = _Journal()
+        self._journal = BuildJournal()
         self._on_step("copied")
         return replaced
 
     def _run_child(self, target: Path, inputs: Path) -> None:
         if self._cancel.is_set():
             raise BuildFailed("cancelled before the build started")
-        self._child = subprocess.Popen(
-            [sys.executable, "-m", "services.adapters.vector.qdrant_edge_build", "--parent", str(os.getpid()),
-             "--target", str(target),
-             "--dim", str(self.dim), "--add", *sorted(str(p) for p in inputs.iterdir())],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=child_env())
+        self._child = child = start_build(target, inputs, self.dim)
         if self._cancel.is_set():  # cancelled while it started: _stop_build may not have seen it
-            self._child.kill()
+            child.kill()
         self._on_step("child-started")
         try:
-            _, err = self._child.communicate()
+            _, err = child.communicate()
         finally:
-            code, self._child = self._child.returncode, None
+            self._child = None
         if self._cancel.is_set():
             raise BuildFailed("cancelled")
-        if code != 0 or not (target / BUILD_COMPLETE).exists():
-            raise BuildFailed(f"the build process exited with {code}: {err.decode(errors='replace')[-2000:]}")
+        check_built(child, err, target)
         self._on_step("built")
 
     def _open_built(self, target: Path) -> HostedShard:
@@ -427,7 +375,7 @@ class TieredEdgeVectorIndex:
         except BaseException:
             sealed.close()
             raise
-        self._publish(new)
+        self._published.publish(new)
         self._on_step("swapped")
 
     @contextmanager
