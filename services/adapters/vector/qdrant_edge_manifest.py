@@ -1,5 +1,6 @@
-"""The tiered vector index's folder: `manifest.json`, which names the shards a search reads, and
-what is done to the folder around it (qdrant_edge_tiers.py says when).
+"""The tiered vector index's shards: `manifest.json`, which names those a search reads, what is
+done to the folder around it (qdrant_edge_tiers.py says when), how the named shards are opened
+(`open_together`), and which of them the searches read meanwhile (`PublishedTiers`).
 
 The manifest is the truth: it is replaced whole (`os.replace`, with the folder synced), and at
 open any folder it does not name is an interrupted build or a shard never published, and is
