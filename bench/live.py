@@ -15,7 +15,10 @@ hold every acknowledged document. Every --every rows a line: query p50/p95/p99 s
 (client side, embedding included), queries over 250 ms, vector rows in the graph and searched
 exactly (/metrics; the names are constants at the top of bench/live_server.py), ingest lag
 (acknowledged log position against the projections' checkpoint: events now, the longest wait in
-seconds since the last line), the server's RSS and the data folder's disk. Then the pipeline's
+seconds since the last line), the server's RSS and the data folder's disk. After each line, ingest
+pauses: once the projections hold every acknowledged document and no graph build runs,
+the queries of the next --quiet-s seconds are the same run's baseline (same server, store and
+questions, nothing ingested), printed beside the live figures; then ingest resumes. Then the pipeline's
 throughput on a burst of fresh documents, beside one raw encoder's on the same texts in this
 process, and the targets. Figures and per-line details (embed and vector stage medians, RSS with
 child processes, graph builds) go to --out as JSON.
@@ -43,6 +46,7 @@ from pathlib import Path
 import httpx
 
 from bench import live_report as lr
+from bench.live_burst import throughput
 from bench.live_server import (
     BUILD_RUNNING_METRIC,
     Server,
@@ -60,8 +64,9 @@ OUT = Path(__file__).resolve().parent / "out" / "live"
 WORK = Path(tempfile.gettempdir()) / "orgmem-live"  # extracted Enron mail, generated organisations, base vectors
 
 LIVE_HEADERS = ("rows", "docs sent", "min", "rows/s", "queries", "p50 ms", "p95 ms", "p99 ms", "max ms",
-                f">{SLOW_MS:g} ms", "retrieval ms", "versions ms", "vector ms", "graph rows", "exact rows",
-                "lag events", "max lag s", "RSS MiB", "with children MiB", "disk MiB")
+                f">{SLOW_MS:g} ms", "no ingest p50 / p95", "retrieval ms", "versions ms", "vector ms", "graph rows", "exact rows",
+                "lag events", "max lag s", "cores: server / children / client", "RSS MiB", "with children MiB",
+                "disk MiB")
 
 
 class LiveRun:
@@ -72,6 +77,8 @@ class LiveRun:
         self.args, self.server, self.stream, self.questions = args, server, stream, questions
         self.writer, self.reader, self.admin = (client(server.url, keys[r]) for r in ("writer", "reader", "admin"))
         self.stop = threading.Event()
+        self.paused, self.ingest_idle = threading.Event(), threading.Event()  # the quiet windows
+        self.paused_spans: list[tuple[float, float]] = []  # (pause, quiet window's end): no live figure
         self.acks, self.queries, self.samples = lr.AckLog(), [], []
         self.sent, self.ingest_errors, self.query_errors = 0, {}, {}
         self.last_ingest_error = ""
@@ -86,6 +93,11 @@ class LiveRun:
     def ingest_loop(self) -> None:
         pacer = lr.Pacer(self.args.rate, self.args.batch)
         while not self.stop.is_set():
+            if self.paused.is_set():
+                self.ingest_idle.set()
+                time.sleep(0.1)
+                continue
+            self.ingest_idle.clear()
             if self.sent >= self.budget:
                 time.sleep(0.2)
                 continue
@@ -136,14 +148,52 @@ class LiveRun:
             self.samples.append(now)
             self.stop.wait(self.args.sample_s)
 
-    def report_row(self, since: float, last: dict, previous: dict | None) -> dict:
+    def acknowledged(self) -> int:
         with self.lock:
-            window = [q for q in self.queries if q[0] >= since]
+            return self.acks.acks[-1][0] if self.acks.acks else 0
+
+    def quiet_window(self) -> dict:
+        """Ingest paused; once a sample taken after the pause shows the projections holding every
+        acknowledged document and no graph build running, the queries of the next quiet_s seconds:
+        what this store answers with nothing ingested, measured in the same run as the live figures."""
+        paused = time.monotonic()
+        self.paused.set()
+        try:
+            deadline = paused + self.args.catch_up_s
+            while True:
+                if time.monotonic() > deadline or self.server.proc.poll() is not None:
+                    return {"quiet_error": "the projections did not settle"}
+                time.sleep(0.5)
+                last = self.samples[-1]
+                if (self.ingest_idle.is_set() and last["t"] > paused
+                        and last["applied"] >= self.acknowledged() and not last["building"]):
+                    break
+            began = time.monotonic()
+            self.stop.wait(self.args.quiet_s)
+            ended = time.monotonic()
+        finally:
+            self.paused.clear()
+        self.paused_spans.append((paused, ended))
+        with self.lock:
+            window = [q for q in self.queries if q[0] >= began and q[1] <= ended]
+        summary = lr.latency_summary([q[2] for q in window])
+        return {"quiet_n": summary["n"], "quiet_p50_ms": summary["p50_ms"], "quiet_p95_ms": summary["p95_ms"],
+                "quiet_retrieval_p50_ms": stage_p50(window, None), "quiet_settle_s": round(began - paused, 1)}
+
+    def live_queries(self) -> list[tuple]:
+        """The queries sent while ingest ran (none from a pause to the end of its quiet window)."""
+        with self.lock:
+            return lr.outside(self.queries, self.paused_spans)
+
+    def report_row(self, since: float, last: dict, previous: dict | None, paused_s: float) -> dict:
+        with self.lock:
+            window = [q for q in self.queries if q[0] >= since]  # `since`: after the last quiet window
             sent = self.sent
         samples = [s for s in self.samples if s["t"] >= since]
+        first = samples[0] if samples else last  # CPU per window: from its first sample to its last
         windows = lr.build_windows([(s["t"], s["building"]) for s in self.samples], self.args.sample_s)
         slow, slow_building = lr.slow_queries([q[:3] for q in window], SLOW_MS, windows)
-        span = last["t"] - (previous["t"] if previous else self.began)
+        span = last["t"] - (previous["t"] if previous else self.began) - paused_s
         rows_added = last["rows"] - (previous["rows"] if previous else 0)
         return {"rows": last["rows"], "docs_sent": sent, "minutes": round((last["t"] - self.began) / 60, 1),
                 "rows_per_s": round(rows_added / span, 1) if span > 0 else None,
@@ -153,6 +203,8 @@ class LiveRun:
                 "graph_rows": last["graph_rows"], "exact_rows": last["exact_rows"], "builds": last["builds"],
                 "last_build_s": last["last_build_s"], "lag_events": last["lag_events"], "lag_s": last["lag_s"],
                 "max_lag_s": max(s["lag_s"] for s in samples) if samples else None,
+                **{f"{part}_cores": lr.cores(first.get(f"cpu_{part}"), last.get(f"cpu_{part}"), last["t"] - first["t"])
+                   for part in ("server", "children", "client")},
                 "rss_mib": lr.mib(last["rss"]), "tree_rss_mib": lr.mib(last["tree_rss"]),
                 "disk_mib": disk_parts(self.args.data)["total"]}
 
@@ -162,7 +214,7 @@ class LiveRun:
         self.began = time.monotonic()
         for t in threads:
             t.start()
-        rows_out, since, previous, next_at = [], self.began, None, self.args.every
+        rows_out, since, previous, next_at, paused_s = [], self.began, None, self.args.every, 0.0
         print(lr.render_table(LIVE_HEADERS, []), flush=True)
         while True:
             time.sleep(0.5)
@@ -176,19 +228,21 @@ class LiveRun:
             last = self.samples[-1]
             out_of_time = bool(self.args.minutes) and last["t"] - self.began >= self.args.minutes * 60
             # Ingest stops at --rows documents; the run ends once the projections hold that many rows.
-            with self.lock:
-                acknowledged = self.acks.acks[-1][0] if self.acks.acks else 0
-            caught_up = self.sent >= self.budget and last["applied"] >= acknowledged
+            caught_up = self.sent >= self.budget and last["applied"] >= self.acknowledged()
             if caught_up and last["rows"] < self.args.rows:
                 # Repeats (the same email in two mailboxes, a repeated turn) made no row: send as
                 # many more documents as rows are missing.
                 self.budget += self.args.rows - last["rows"]
             done = last["rows"] >= self.args.rows or out_of_time
             if last["rows"] >= next_at or done:
-                row = self.report_row(since, last, previous)
+                row = self.report_row(since, last, previous, paused_s)
+                since, previous, next_at = last["t"], last, (last["rows"] // self.args.every + 1) * self.args.every
+                if self.args.quiet_s:
+                    row.update(self.quiet_window())
+                    since = self.paused_spans[-1][1] if "quiet_n" in row else time.monotonic()
+                    paused_s = since - last["t"]
                 rows_out.append(row)
                 print(lr.render_table(LIVE_HEADERS, [live_cells(row)]).splitlines()[-1], flush=True)
-                since, previous, next_at = last["t"], last, (last["rows"] // self.args.every + 1) * self.args.every
             if done:
                 break
         self.stop.set()
@@ -199,71 +253,33 @@ class LiveRun:
 
 def live_cells(row: dict) -> list:
     return [row["rows"], row["docs_sent"], row["minutes"], row["rows_per_s"], row["n"], row["p50_ms"], row["p95_ms"],
-            row["p99_ms"], row["max_ms"], row["slow"], row["retrieval_p50_ms"], row["versions_p50_ms"],
+            row["p99_ms"], row["max_ms"], row["slow"], quiet_cell(row), row["retrieval_p50_ms"], row["versions_p50_ms"],
             row["vector_p50_ms"], row["graph_rows"], row["exact_rows"],
-            row["lag_events"], row["max_lag_s"], row["rss_mib"], row["tree_rss_mib"], row["disk_mib"]]
+            row["lag_events"], row["max_lag_s"], cores_cell(row), row["rss_mib"], row["tree_rss_mib"], row["disk_mib"]]
 
 
-def wait_applied(http: httpx.Client, position: int, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if http.get("/readyz").json()["applied_position"] >= position:
-            return True
-        time.sleep(0.2)
-    return False
+def cores_cell(row: dict) -> str:
+    return " / ".join("n/a" if (v := row.get(f"{part}_cores")) is None else f"{v:.2f}"
+                      for part in ("server", "children", "client"))
 
 
-def throughput(run: LiveRun, n: int, timeout_s: float) -> dict:
-    """The pipeline's documents/s on a burst of n fresh documents (sent as fast as accepted, timed
-    until the projections hold them all), then the raw encoder's on the same texts in this process."""
-    from services.bootstrap import embedder_for
-    from services.core.write_path import embedding_text
-    from services.settings import Settings
-
-    head, began = run.admin.get("/readyz").json()["log_head"], time.perf_counter()
-    if not wait_applied(run.admin, head, timeout_s):
-        return {"error": f"the indexer did not catch up with the log within {timeout_s:g} s"}
-    catch_up_s = round(time.perf_counter() - began, 1)
-    docs = [next(run.stream) for _ in range(n)]
-    started, position = time.perf_counter(), head
-    for start in range(0, n, 100):
-        response = run.writer.post("/v1/documents", json={
-            "documents": [d.model_dump(mode="json", exclude_defaults=True) for d in docs[start:start + 100]]})
-        response.raise_for_status()
-        position = response.json()["position"]
-    if not wait_applied(run.admin, position, timeout_s):
-        return {"error": f"the burst was not indexed within {timeout_s:g} s"}
-    pipeline = n / (time.perf_counter() - started)
-    settings = Settings()
-    encoder = embedder_for(settings.embedder)
-    texts = [embedding_text(d.title, d.text) for d in docs]
-    encoder.encode(texts[:16])  # warm-up: the model loads here, not in the timing
-    started = time.perf_counter()
-    for start in range(0, n, settings.indexer_batch):
-        encoder.encode(texts[start:start + settings.indexer_batch])
-    raw = n / (time.perf_counter() - started)
-    precision = getattr(settings.embedder, "document_vectors", "fp32")
-    return {"catch_up_s": catch_up_s, "documents": n, "pipeline_docs_per_s": round(pipeline, 1),
-            "raw_encoder_docs_per_s": round(raw, 1), "ratio": round(pipeline / raw, 3),
-            "raw_encoder": f"one {settings.embedder.backend} {precision} encoder in this process, "
-                           f"batches of {settings.indexer_batch}",
-            "server_encoder_processes": server_encoder_processes(settings)}
+def quiet_cell(row: dict) -> str:
+    if "quiet_n" not in row:
+        return row.get("quiet_error", "n/a")
+    return f"{lr.fmt(row['quiet_p50_ms'])} / {lr.fmt(row['quiet_p95_ms'])}"
 
 
-def server_encoder_processes(settings) -> int | None:
-    """How many document encoder processes the server runs with these settings (None where this
-    version has no such setting)."""
-    try:
-        from services.bootstrap.components import encoder_processes
-    except ImportError:
-        return None
-    return encoder_processes(settings.embedder)
+def quiet_beside(row: dict, name: str) -> str:
+    if row.get(f"quiet_{name}_ms") is None:
+        return ""
+    return f" (same store, same run, nothing ingested: {lr.fmt(row[f'quiet_{name}_ms'])} ms)"
 
 
 def live_targets(rows: list[dict], queries: list[tuple], samples: list[dict], sample_s: float) -> list[str]:
     last = rows[-1] if rows else {}
     at = f"at {last.get('rows', 0):,} rows (last window; the target is stated for 100,000)"
-    lines = [lr.target_line(f"{name} {at}", last.get(f"{name}_ms"), limit) for name, limit in LIVE_TARGETS]
+    lines = [lr.target_line(f"{name} {at}", last.get(f"{name}_ms"), limit) + quiet_beside(last, name)
+             for name, limit in LIVE_TARGETS]
     if any(s["building"] is not None for s in samples):
         windows = lr.build_windows([(s["t"], s["building"]) for s in samples], sample_s)
         slow, during = lr.slow_queries([q[:3] for q in queries], SLOW_MS, windows)
@@ -293,7 +309,7 @@ def run_live(args) -> dict:
     finally:
         server.stop()
     return {"rows": rows, "throughput": burst, "questions": source_name, "queries_all": lr.latency_summary(
-        [q[2] for q in run.queries]), "ingest_errors": run.ingest_errors, "query_errors": run.query_errors,
+        [q[2] for q in run.live_queries()]), "ingest_errors": run.ingest_errors, "query_errors": run.query_errors,
         "targets": live_targets(rows, run.queries, run.samples, args.sample_s),
         "sources": {name: len(docs) for name, docs in sources.items()}, "data": str(args.data)}
 
@@ -320,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample-s", type=positive(float), default=1.0, help="live: seconds between state samples")
     parser.add_argument("--throughput-docs", type=int, default=1000,
                         help="live: fresh documents of the closing throughput burst (0: none)")
+    parser.add_argument("--quiet-s", type=float, default=30.0,
+                        help="live: seconds of queries with ingest paused after each line (0: no pause)")
     parser.add_argument("--catch-up-s", type=positive(float), default=1800.0)
     parser.add_argument("--work", type=Path, default=WORK, help=f"scratch folder, kept between runs (default {WORK})")
     parser.add_argument("--keep", action="store_true", help="live: keep the data folder")
@@ -373,7 +391,7 @@ def print_summary(report: dict) -> None:
         print(report["notice"])
     if "queries_all" in report:
         q = report["queries_all"]
-        print(f"all {q['n']} queries ({report['questions']} questions): p50 {lr.fmt(q['p50_ms'])}, p95 "
+        print(f"all {q['n']} queries while ingest ran ({report['questions']} questions): p50 {lr.fmt(q['p50_ms'])}, p95 "
               f"{lr.fmt(q['p95_ms'])}, p99 {lr.fmt(q['p99_ms'])}, max {lr.fmt(q['max_ms'])} ms; errors: ingest "
               f"{report['ingest_errors'] or 'none'}, query {report['query_errors'] or 'none'}")
     burst = report.get("throughput")

@@ -132,6 +132,11 @@ def overlaps(start: float, end: float, windows: Iterable[tuple[float, float]]) -
     return any(start <= w_end and w_start <= end for w_start, w_end in windows)
 
 
+def outside(queries: Iterable[tuple], spans: Sequence[tuple[float, float]]) -> list[tuple]:
+    """The queries (start, end, ...) that overlap none of the spans (start, end)."""
+    return [q for q in queries if not overlaps(q[0], q[1], spans)]
+
+
 def build_windows(samples: Iterable[tuple[float, float | None]], slack_s: float) -> list[tuple[float, float]]:
     """Times a graph build may have been running: each sample (time, running gauge) that saw a build
     stands for `slack_s` either side of it (samples are that far apart)."""
@@ -174,6 +179,39 @@ def tree_rss_bytes(pid: int) -> int | None:
     if own is None:
         return None
     return own + sum(tree_rss_bytes(c) or 0 for c in children(pid))
+
+
+def cpu_seconds(pid: int) -> tuple[float, float] | None:
+    """(CPU seconds of the process itself, of its children that ended and were waited for), from
+    /proc/PID/stat's utime + stime and cutime + cstime; None once it has gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()  # after the command name, which may hold spaces
+    ticks = os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) / ticks  # utime, stime (fields 14 and 15 of proc(5))
+    return own, (int(fields[13]) + int(fields[14])) / ticks
+
+
+def tree_cpu_seconds(pid: int) -> tuple[float, float] | None:
+    """(CPU seconds of a process, of all its descendants: the living ones and those it waited for)."""
+    own = cpu_seconds(pid)
+    if own is None:
+        return None
+    below = own[1]
+    for child in children(pid):
+        tree = tree_cpu_seconds(child)
+        if tree is not None:
+            below += tree[0] + tree[1]
+    return own[0], below
+
+
+def cores(before: float | None, after: float | None, seconds: float) -> float | None:
+    """CPU seconds spent between two readings, per second of wall time (1.0: one core busy)."""
+    if before is None or after is None or seconds <= 0:
+        return None
+    return round((after - before) / seconds, 2)
 
 
 def disk_bytes(folder: Path) -> int:

@@ -95,7 +95,15 @@ def sample(http: httpx.Client, pid: int) -> dict:
             "graph_rows": count(GRAPH_ROWS_METRIC), "exact_rows": count(EXACT_ROWS_METRIC),
             "building": lr.metric(metrics, BUILD_RUNNING_METRIC),
             "last_build_s": lr.metric(metrics, LAST_BUILD_SECONDS_METRIC), "builds": count(BUILDS_METRIC),
-            "rss": lr.rss_bytes(pid), "tree_rss": lr.tree_rss_bytes(pid)}
+            "rss": lr.rss_bytes(pid), "tree_rss": lr.tree_rss_bytes(pid), **cpu_now(pid)}
+
+
+def cpu_now(pid: int) -> dict:
+    """CPU seconds so far: the server's own threads, its child processes (encoder workers, shard
+    hosts, graph builds), and this benchmark's process (its clients share the machine too)."""
+    tree = lr.tree_cpu_seconds(pid)
+    mine = os.times()
+    return {"cpu_server": tree and tree[0], "cpu_children": tree and tree[1], "cpu_client": mine.user + mine.system}
 
 
 def timed_query(http: httpx.Client, question: str, preset: str | None) -> tuple[float, float, float, int, dict]:

@@ -63,7 +63,8 @@ def pooled(settings: EmbedderSettings, local: Embedder) -> Embedder:
         return local
     from services.adapters.embedder.process_pool import ProcessPoolEmbedder
 
-    return ProcessPoolEmbedder(local, _local_encoder(settings, "ingest"), processes, priority=settings.encoder_priority)
+    return ProcessPoolEmbedder(local, _local_encoder(settings, "ingest"), processes, priority=settings.encoder_priority,
+                               min_batch=settings.encoder_pool_min_batch)
 
 
 def cached_document_embedder(settings: Settings) -> Embedder:

@@ -97,17 +97,33 @@ def test_runs_come_back_in_order_from_every_worker(toy_pool):
     vectors = toy_pool.encode(TEXTS)
     np.testing.assert_array_equal(vectors, ToyEncoder().encode(TEXTS))
     assert len(set(toy_pool.worker_pids())) == 3 and os.getpid() not in toy_pool.worker_pids()
-    # Fewer texts than the pool batch go to the process's own encoder; no worker is involved.
+    # The live trickle's small batches go to the same workers (one text: one run on one worker).
     pids = toy_pool.worker_pids()
     np.testing.assert_array_equal(toy_pool.encode(TEXTS[:5]), ToyEncoder().encode(TEXTS[:5]))
+    np.testing.assert_array_equal(toy_pool.encode(TEXTS[7:8]), ToyEncoder().encode(TEXTS[7:8]))
     assert toy_pool.worker_pids() == pids and toy_pool.encode([]).shape == (0, 8)
 
 
-def test_a_small_pool_never_starts_workers_for_small_batches():
-    pool = ProcessPoolEmbedder(ToyEncoder(), functools.partial(ToyEncoder), processes=2)
+def test_batches_under_min_batch_stay_in_process_and_start_no_worker():
+    own = ToyEncoder()
+    pool = ProcessPoolEmbedder(own, functools.partial(ToyEncoder), processes=2, min_batch=32)
     try:
-        pool.encode(TEXTS[:31])
+        np.testing.assert_array_equal(pool.encode(TEXTS[:31]), own.encode(TEXTS[:31]))
         assert pool.worker_pids() == []
+        pool.encode(TEXTS[:32])
+        assert len(pool.worker_pids()) == 2
+    finally:
+        pool.close()
+
+
+def test_the_setting_reaches_the_pool_and_every_batch_goes_to_the_workers_by_default():
+    from services.bootstrap.components import pooled
+    from services.settings import EmbedderSettings
+
+    assert EmbedderSettings().encoder_pool_min_batch == 1
+    pool = pooled(EmbedderSettings(encoder_processes=2, encoder_pool_min_batch=7), ToyEncoder())
+    try:
+        assert isinstance(pool, ProcessPoolEmbedder) and pool.min_batch == 7 and pool.worker_pids() == []
     finally:
         pool.close()
 

@@ -7,9 +7,11 @@ answers in the same order: the projector that calls it stays one ordered loop, s
 decisions and the order rows are written in do not change. A worker holds the same model at the
 same precision as the in-process encoder, so the vectors are the same (fp32, within 1e-6).
 
-A small batch (the steady trickle of a live server) is encoded in process: shipping it costs more
-than it saves. The workers start on the first large batch, so a memory that never sees a backlog
-never pays for them.
+Every batch goes to the workers by default, the steady trickle of a live server too: a batch
+encoded in the server's process runs at normal priority and takes a core from the queries, while
+the workers run in SCHED_IDLE (or at nice 10) and give it back as soon as a query thread wakes.
+Shipping a batch costs a pickle of its texts and vectors. `min_batch` keeps batches under it in
+process; the workers start on the first batch they get.
 
 Workers are `python -m` this module, talking length-prefixed pickles over their stdin and
 stdout (services/adapters/child_process.py). A worker that dies (OOM killer,
@@ -52,8 +54,8 @@ WORKER_NICENESS = 10
 # "idle": the kernel's SCHED_IDLE class, which any waking thread of normal priority preempts at
 # once; "low": nice 10, which still lets a busy worker run out its slice before a query thread.
 PRIORITIES = ("idle", "low")
-# Below this many texts a batch is encoded in process (about 0.7 s of one encoder's work).
-MIN_POOL_BATCH = 32
+# Below this many texts a batch is encoded in process (embedder.encoder_pool_min_batch).
+MIN_POOL_BATCH = 1
 
 
 class ProcessPoolEmbedder:

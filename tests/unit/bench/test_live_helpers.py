@@ -3,6 +3,8 @@ Prometheus text, ingest lag, slow queries during builds, the mixed stream and th
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -142,6 +144,32 @@ def test_disk_and_rss_of_real_files_and_this_process(tmp_path):
     assert lr.rss_bytes(2**22 + 12345) is None  # no such process
 
 
+def test_cpu_time_of_a_process_and_of_its_children_living_and_ended():
+    import os
+    import subprocess
+    import sys
+
+    before = lr.tree_cpu_seconds(os.getpid())
+    # A child that names itself with a space and a ")" (the command name /proc/PID/stat's fields
+    # are parsed around), spins for 0.3 s of CPU, then waits to be killed.
+    code = ("import ctypes, time; ctypes.CDLL(None).prctl(15, b'odd ) name', 0, 0, 0); t = time.process_time()\n"
+            "while time.process_time() - t < 0.3: pass\nprint('spun', flush=True); time.sleep(60)")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "spun"
+        assert Path(f"/proc/{child.pid}/comm").read_text().strip() == "odd ) name"
+        own, _ = lr.cpu_seconds(child.pid)
+        assert own >= 0.25
+        assert lr.tree_cpu_seconds(os.getpid())[1] - before[1] >= 0.25  # a living child counts
+    finally:
+        child.kill()
+        child.wait()
+    assert lr.tree_cpu_seconds(os.getpid())[1] - before[1] >= 0.25  # and one waited for, too
+    assert lr.cpu_seconds(child.pid) is None and lr.tree_cpu_seconds(2**22 + 12345) is None
+    assert lr.cores(10.0, 11.5, 3.0) == 0.5
+    assert lr.cores(None, 1.0, 3.0) is None and lr.cores(1.0, 2.0, 0.0) is None
+
+
 def test_interleave_spreads_each_source_over_the_whole():
     big, small = [f"b{i}" for i in range(9)], ["s0", "s1", "s2"]
     mixed = interleave([big, small])
@@ -258,3 +286,25 @@ def test_settling_asks_again_when_the_server_drops_a_connection_and_stops_when_i
     finally:
         server.kill()
         server.wait()
+
+
+def test_queries_of_a_quiet_window_are_kept_out_of_the_live_figures():
+    queries = [(0.0, 0.1, 10.0), (4.9, 5.2, 11.0), (6.0, 6.1, 12.0), (9.9, 10.1, 13.0), (12.0, 12.1, 14.0)]
+    # A pause from 5 to 10 s: a query that overlaps it at either edge is not a live one.
+    assert [q[2] for q in lr.outside(queries, [(5.0, 10.0)])] == [10.0, 14.0]
+    assert lr.outside(queries, []) == queries
+
+
+def test_targets_print_the_same_runs_figure_with_nothing_ingested_beside_the_live_one():
+    from bench.live import live_targets, quiet_cell
+
+    row = {"rows": 100_000, "p50_ms": 25.6, "p95_ms": 51.7, "quiet_n": 900, "quiet_p50_ms": 12.0,
+           "quiet_p95_ms": 16.5}
+    p50, p95, slow = live_targets([row], [(0.0, 0.3, 300.0)], [{"t": 0.0, "building": 0.0}], 1.0)
+    assert p50.endswith("MISSED by 5.6 ms (same store, same run, nothing ingested: 12.0 ms)")
+    assert p95.endswith("MISSED by 1.7 ms (same store, same run, nothing ingested: 16.5 ms)")
+    assert slow.endswith("measured 0: met") and "(1 over it in all)" in slow  # outside any build
+    assert quiet_cell(row) == "12.0 / 16.5"
+    assert quiet_cell({"quiet_error": "the projections did not settle"}) == "the projections did not settle"
+    unpaused = live_targets([{"rows": 10, "p50_ms": 5.0, "p95_ms": 9.0}], [], [], 1.0)
+    assert unpaused[0].endswith(": met") and unpaused[1].endswith(": met")
