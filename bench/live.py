@@ -162,6 +162,7 @@ class LiveRun:
             deadline = paused + self.args.catch_up_s
             while True:
                 if time.monotonic() > deadline or self.server.proc.poll() is not None:
+                    self.paused_spans.append((paused, time.monotonic()))  # no live figure either
                     return {"quiet_error": "the projections did not settle"}
                 time.sleep(0.5)
                 last = self.samples[-1]
@@ -239,7 +240,7 @@ class LiveRun:
                 since, previous, next_at = last["t"], last, (last["rows"] // self.args.every + 1) * self.args.every
                 if self.args.quiet_s:
                     row.update(self.quiet_window())
-                    since = self.paused_spans[-1][1] if "quiet_n" in row else time.monotonic()
+                    since = self.paused_spans[-1][1]
                     paused_s = since - last["t"]
                 rows_out.append(row)
                 print(lr.render_table(LIVE_HEADERS, [live_cells(row)]).splitlines()[-1], flush=True)
