@@ -324,6 +324,13 @@ def positive(kind):
     return parse
 
 
+def not_negative(text: str) -> float:
+    value = float(text)
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", choices=("live", "1m"), default="live")
@@ -337,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample-s", type=positive(float), default=1.0, help="live: seconds between state samples")
     parser.add_argument("--throughput-docs", type=int, default=1000,
                         help="live: fresh documents of the closing throughput burst (0: none)")
-    parser.add_argument("--quiet-s", type=float, default=30.0,
+    parser.add_argument("--quiet-s", type=not_negative, default=30.0,
                         help="live: seconds of queries with ingest paused after each line (0: no pause)")
     parser.add_argument("--catch-up-s", type=positive(float), default=1800.0)
     parser.add_argument("--work", type=Path, default=WORK, help=f"scratch folder, kept between runs (default {WORK})")

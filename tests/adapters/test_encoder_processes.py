@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from services.adapters.embedder.process_pool import ProcessPoolEmbedder
 from services.errors import BackendUnavailable, OrgmemError
@@ -121,6 +122,9 @@ def test_the_setting_reaches_the_pool_and_every_batch_goes_to_the_workers_by_def
     from services.settings import EmbedderSettings
 
     assert EmbedderSettings().encoder_pool_min_batch == 1
+    for hostile in (0, -3, "many", {"n": 2}):  # from an ORGMEM_ variable or a settings file
+        with pytest.raises(ValidationError, match="encoder_pool_min_batch"):
+            EmbedderSettings(encoder_pool_min_batch=hostile)
     pool = pooled(EmbedderSettings(encoder_processes=2, encoder_pool_min_batch=7), ToyEncoder())
     try:
         assert isinstance(pool, ProcessPoolEmbedder) and pool.min_batch == 7 and pool.worker_pids() == []

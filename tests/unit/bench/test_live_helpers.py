@@ -308,3 +308,12 @@ def test_targets_print_the_same_runs_figure_with_nothing_ingested_beside_the_liv
     assert quiet_cell({"quiet_error": "the projections did not settle"}) == "the projections did not settle"
     unpaused = live_targets([{"rows": 10, "p50_ms": 5.0, "p95_ms": 9.0}], [], [], 1.0)
     assert unpaused[0].endswith(": met") and unpaused[1].endswith(": met")
+
+
+@pytest.mark.parametrize("quiet", ["-5", "nan", "soon"])
+def test_a_quiet_window_of_negative_or_no_length_is_refused_before_any_server_starts(quiet, capsys):
+    from bench.live import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--minutes", "1", "--quiet-s", quiet])
+    assert exit_.value.code == 2 and "--quiet-s" in capsys.readouterr().err
