@@ -47,8 +47,16 @@ import httpx
 
 from bench import live_report as lr
 from bench.live_burst import throughput
+from bench.live_compare import compare_targets, query_figures
+from bench.live_output import (
+    LIVE_HEADERS,
+    SLOW_MS,
+    live_cells,
+    live_targets,
+    print_live_comparison,
+    print_summary,
+)
 from bench.live_server import (
-    BUILD_RUNNING_METRIC,
     Server,
     client,
     create_keys,
@@ -58,15 +66,8 @@ from bench.live_server import (
     timed_query,
 )
 
-SLOW_MS = 250.0  # a query over this while a graph build runs misses the live target
-LIVE_TARGETS = (("p50", 20.0), ("p95", 50.0))
 OUT = Path(__file__).resolve().parent / "out" / "live"
 WORK = Path(tempfile.gettempdir()) / "orgmem-live"  # extracted Enron mail, generated organisations, base vectors
-
-LIVE_HEADERS = ("rows", "docs sent", "min", "rows/s", "queries", "p50 ms", "p95 ms", "p99 ms", "max ms",
-                f">{SLOW_MS:g} ms", "no ingest p50 / p95", "retrieval ms", "versions ms", "vector ms", "graph rows", "exact rows",
-                "lag events", "max lag s", "cores: server / children / client", "RSS MiB", "with children MiB",
-                "disk MiB")
 
 
 class LiveRun:
@@ -80,6 +81,7 @@ class LiveRun:
         self.paused, self.ingest_idle = threading.Event(), threading.Event()  # the quiet windows
         self.paused_spans: list[tuple[float, float]] = []  # (pause, quiet window's end): no live figure
         self.acks, self.queries, self.samples = lr.AckLog(), [], []
+        self.compared: list[tuple] = []  # --compare-preset's answers to the same questions
         self.sent, self.ingest_errors, self.query_errors = 0, {}, {}
         self.last_ingest_error = ""
         self.budget = args.rows  # documents the ingester may send
@@ -120,21 +122,33 @@ class LiveRun:
                 time.sleep(float(response.headers.get("Retry-After", 1)))
 
     def query_loop(self) -> None:
+        """The questions one after the other; with --compare-preset each under both presets, the
+        pair's first alternating (as `live_compare.paired_queries`), each preset's answers kept apart."""
+        asks = [(self.args.preset, self.queries)]
+        if self.args.compare_preset:
+            asks.append((self.args.compare_preset, self.compared))
         for n, question in enumerate(itertools.cycle(self.questions)):
-            if self.stop.is_set():
-                return
-            try:
-                query = timed_query(self.reader, question, self.args.preset)
-            except httpx.HTTPError as exc:
-                self._error(self.query_errors, type(exc).__name__)
-                time.sleep(1)
-                continue
-            if query[3] != 200:
-                self._error(self.query_errors, query[3])
-                time.sleep(0.1)
-            elif n >= self.args.warmup:
-                with self.lock:
-                    self.queries.append(query)
+            for preset, kept in asks if n % 2 == 0 else asks[::-1]:
+                if self.stop.is_set():
+                    return
+                self._ask(question, preset, kept, keep=n >= self.args.warmup)
+
+    def _ask(self, question: str, preset: str | None, kept: list, keep: bool) -> None:
+        try:
+            query = timed_query(self.reader, question, preset)
+        except httpx.HTTPError as exc:
+            self._error(self.query_errors, type(exc).__name__)
+            time.sleep(1)
+            return
+        if query[3] != 200:
+            self._error(self.query_errors, query[3])
+            time.sleep(0.1)
+        elif keep:
+            with self.lock:
+                kept.append(query)
+
+    def compared_figures(self, queries: list[tuple]) -> dict | None:
+        return {"preset": self.args.compare_preset, **query_figures(queries)} if self.args.compare_preset else None
 
     def sample_loop(self) -> None:
         while not self.stop.is_set():
@@ -177,18 +191,21 @@ class LiveRun:
         self.paused_spans.append((paused, ended))
         with self.lock:
             window = [q for q in self.queries if q[0] >= began and q[1] <= ended]
+            compared = self.compared_figures([q for q in self.compared if q[0] >= began and q[1] <= ended])
         summary = lr.latency_summary([q[2] for q in window])
-        return {"quiet_n": summary["n"], "quiet_p50_ms": summary["p50_ms"], "quiet_p95_ms": summary["p95_ms"],
+        return {"quiet_compared_p50_ms": compared and compared["p50_ms"], "quiet_n": summary["n"], "quiet_p50_ms": summary["p50_ms"], "quiet_p95_ms": summary["p95_ms"],
                 "quiet_retrieval_p50_ms": stage_p50(window, None), "quiet_settle_s": round(began - paused, 1)}
 
-    def live_queries(self) -> list[tuple]:
-        """The queries sent while ingest ran (none from a pause to the end of its quiet window)."""
+    def live_queries(self, queries: list[tuple] | None = None) -> list[tuple]:
+        """The queries (default: --preset's) sent while ingest ran (none from a pause to the end
+        of its quiet window)."""
         with self.lock:
-            return lr.outside(self.queries, self.paused_spans)
+            return lr.outside(self.queries if queries is None else queries, self.paused_spans)
 
     def report_row(self, since: float, last: dict, previous: dict | None, paused_s: float) -> dict:
         with self.lock:
             window = [q for q in self.queries if q[0] >= since]  # `since`: after the last quiet window
+            compared = self.compared_figures([q for q in self.compared if q[0] >= since])
             sent = self.sent
         samples = [s for s in self.samples if s["t"] >= since]
         first = samples[0] if samples else last  # CPU per window: from its first sample to its last
@@ -207,7 +224,7 @@ class LiveRun:
                 **{f"{part}_cores": lr.cores(first.get(f"cpu_{part}"), last.get(f"cpu_{part}"), last["t"] - first["t"])
                    for part in ("server", "children", "client")},
                 "rss_mib": lr.mib(last["rss"]), "tree_rss_mib": lr.mib(last["tree_rss"]),
-                "disk_mib": disk_parts(self.args.data)["total"]}
+                "disk_mib": disk_parts(self.args.data)["total"], "compared": compared}
 
     def run(self) -> list[dict]:
         threads = [threading.Thread(target=f, daemon=True)
@@ -244,53 +261,14 @@ class LiveRun:
                     paused_s = since - last["t"]
                 rows_out.append(row)
                 print(lr.render_table(LIVE_HEADERS, [live_cells(row)]).splitlines()[-1], flush=True)
+                if row["compared"]:
+                    print_live_comparison(self.args.preset, row)
             if done:
                 break
         self.stop.set()
         for t in threads:
             t.join(timeout=120)
         return rows_out
-
-
-def live_cells(row: dict) -> list:
-    return [row["rows"], row["docs_sent"], row["minutes"], row["rows_per_s"], row["n"], row["p50_ms"], row["p95_ms"],
-            row["p99_ms"], row["max_ms"], row["slow"], quiet_cell(row), row["retrieval_p50_ms"], row["versions_p50_ms"],
-            row["vector_p50_ms"], row["graph_rows"], row["exact_rows"],
-            row["lag_events"], row["max_lag_s"], cores_cell(row), row["rss_mib"], row["tree_rss_mib"], row["disk_mib"]]
-
-
-def cores_cell(row: dict) -> str:
-    return " / ".join("n/a" if (v := row.get(f"{part}_cores")) is None else f"{v:.2f}"
-                      for part in ("server", "children", "client"))
-
-
-def quiet_cell(row: dict) -> str:
-    if "quiet_n" not in row:
-        return row.get("quiet_error", "n/a")
-    return f"{lr.fmt(row['quiet_p50_ms'])} / {lr.fmt(row['quiet_p95_ms'])}"
-
-
-def quiet_beside(row: dict, name: str) -> str:
-    if row.get(f"quiet_{name}_ms") is None:
-        return ""
-    return f" (same store, same run, nothing ingested: {lr.fmt(row[f'quiet_{name}_ms'])} ms)"
-
-
-def live_targets(rows: list[dict], queries: list[tuple], samples: list[dict], sample_s: float) -> list[str]:
-    last = rows[-1] if rows else {}
-    at = f"at {last.get('rows', 0):,} rows (last window; the target is stated for 100,000)"
-    lines = [lr.target_line(f"{name} {at}", last.get(f"{name}_ms"), limit) + quiet_beside(last, name)
-             for name, limit in LIVE_TARGETS]
-    if any(s["building"] is not None for s in samples):
-        windows = lr.build_windows([(s["t"], s["building"]) for s in samples], sample_s)
-        slow, during = lr.slow_queries([q[:3] for q in queries], SLOW_MS, windows)
-        name = f"queries over {SLOW_MS:g} ms during a graph build ({slow} over it in all)"
-    else:
-        during = lr.slow_queries([q[:3] for q in queries], SLOW_MS, [])[0]
-        name = (f"queries over {SLOW_MS:g} ms (no {BUILD_RUNNING_METRIC} in /metrics: every slow query "
-                "counts as caused by a build)")
-    lines.append(f"{name}: target 0, measured {during}: " + ("met" if during == 0 else f"MISSED by {during}"))
-    return lines
 
 
 def run_live(args) -> dict:
@@ -311,7 +289,9 @@ def run_live(args) -> dict:
         server.stop()
     return {"rows": rows, "throughput": burst, "questions": source_name, "queries_all": lr.latency_summary(
         [q[2] for q in run.live_queries()]), "ingest_errors": run.ingest_errors, "query_errors": run.query_errors,
-        "targets": live_targets(rows, run.queries, run.samples, args.sample_s),
+        "compared_all": run.compared_figures(run.live_queries(run.compared)),
+        "targets": live_targets(rows, run.queries, run.samples, args.sample_s)
+        + (compare_targets(args.preset, rows[-1]) if rows else []),
         "sources": {name: len(docs) for name, docs in sources.items()}, "data": str(args.data)}
 
 
@@ -354,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="1m: build the vector graph offline (as `orgmem optimize`) before each measurement")
     parser.add_argument("--queries", type=positive(int), default=200, help="1m: queries per measurement")
     parser.add_argument("--compare-preset", metavar="PRESET",
-                        help="1m: also ask each question under this preset, alternating with --preset's, and print both")
+                        help="also ask each question under this preset, alternating with --preset's, and print both")
     parser.add_argument("--settle-exact", type=int, default=10_000,
                         help="1m: wait until at most this many rows are searched exactly (where /metrics says)")
     parser.add_argument("--graph-wait", type=float, default=1800.0, help="1m: longest wait for that, seconds")
@@ -390,30 +370,6 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps(report, indent=1))
     print(f"\nreport: {out}")
     return 0
-
-
-def print_summary(report: dict) -> None:
-    print(f"\nload average at start {report['load_average_at_start']}, at end {report['load_average_at_end']} "
-          f"({report['cpus']} CPUs)")
-    if report.get("notice"):
-        print(report["notice"])
-    if "queries_all" in report:
-        q = report["queries_all"]
-        print(f"all {q['n']} queries while ingest ran ({report['questions']} questions): p50 {lr.fmt(q['p50_ms'])}, p95 "
-              f"{lr.fmt(q['p95_ms'])}, p99 {lr.fmt(q['p99_ms'])}, max {lr.fmt(q['max_ms'])} ms; errors: ingest "
-              f"{report['ingest_errors'] or 'none'}, query {report['query_errors'] or 'none'}")
-    burst = report.get("throughput")
-    if burst and "error" not in burst:
-        print(lr.render_table(("documents/s", f"burst of {burst['documents']:,} fresh documents"), [
-            (burst["raw_encoder_docs_per_s"], f"raw encoder ({burst['raw_encoder']})"),
-            (burst["pipeline_docs_per_s"], "whole pipeline through HTTP, until the projections hold them "
-                                           f"({lr.fmt(burst['server_encoder_processes'])} encoder processes)"),
-            (f"{burst['ratio']:.3f}", "ratio")]))
-    elif burst:
-        print(f"throughput: {burst['error']}")
-    print("\ntargets:")
-    for line in report["targets"]:
-        print("  " + line)
 
 
 if __name__ == "__main__":

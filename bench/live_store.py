@@ -33,6 +33,7 @@ import numpy as np
 
 from bench import live_report as lr
 from bench import live_server as ls
+from bench.live_compare import compare_targets, paired_queries, print_comparison, query_figures, stage_line
 from bench.live_corpus import org_documents
 from schemas.documents import DocumentIn
 from services.adapters.vector_cache.sqlite import SqliteVectorCache
@@ -163,7 +164,6 @@ def build_to(settings: Settings, base: Base, target: int, seed: int, optimize: b
 
 # --- measuring the real server on the store ------------------------------------------------
 SCALE_TARGETS = (("p50", 40.0), ("p95", 100.0))
-COMPARE_P50_MS = 3.0  # the default read path's p50 may exceed the compared preset's by this much
 SCALE_HEADERS = ("rows", "build s", "rows/s", "optimize s", "queries", "p50 ms", "p95 ms", "p99 ms", "max ms",
                  "embed ms", "vector ms", "graph rows", "exact rows", "graph wait s", "RSS MiB", "with children MiB",
                  "disk MiB", "disk MiB/100k")
@@ -216,27 +216,6 @@ def measure_scale(args, keys: dict[str, str], questions: list[str], built: dict)
             "disk_mib_per_100k": round(disk["total"] / built["rows"] * 100_000, 1) if built["rows"] else None}
 
 
-def query_figures(queries: list[tuple]) -> dict:
-    ok = [q for q in queries if q[3] == 200]
-    return {**lr.latency_summary([q[2] for q in ok]), "errors": len(queries) - len(ok),
-            "embed_p50_ms": ls.stage_p50(ok, "embed"), "vector_p50_ms": ls.stage_p50(ok, "vector"),
-            "stage_p50_ms": {stage: ls.stage_p50(ok, stage) for stage in sorted({s for q in ok for s in q[4]})}}
-
-
-def paired_queries(reader: httpx.Client, asked, n: int, preset: str | None, other: str) -> tuple[list, dict]:
-    """Each of n questions asked under both presets, the first of the pair alternating, so that
-    both see the same questions, the same host and the same warmth of the server's caches.
-    Returns `preset`'s queries and `other`'s figures."""
-    mine, theirs = [], []
-    for i in range(n):
-        question = next(asked)
-        first, second = (preset, other) if i % 2 == 0 else (other, preset)
-        answers = {first: ls.timed_query(reader, question, first), second: ls.timed_query(reader, question, second)}
-        mine.append(answers[preset])
-        theirs.append(answers[other])
-    return mine, {"preset": other, **query_figures(theirs)}
-
-
 def scale_cells(row: dict) -> list:
     return [row["rows"], row["build_s"], row["rows_per_s"], row["optimize_s"], row["n"], row["p50_ms"], row["p95_ms"],
             row["p99_ms"], row["max_ms"], row["embed_p50_ms"], row["vector_p50_ms"], row["graph_rows"],
@@ -270,31 +249,6 @@ def run_scale(args) -> dict:
             "targets": [lr.target_line(f"{name} {at}", last.get(f"{name}_ms"), limit) for name, limit in SCALE_TARGETS]
             + compare_targets(args.preset, last),
             "data": str(args.data)}
-
-
-def stage_line(figures: dict) -> str:
-    """The read path's stage medians of `query_figures`, slowest first."""
-    stages = sorted(figures["stage_p50_ms"].items(), key=lambda item: -(item[1] or 0))
-    return ", ".join(f"{name} {ms}" for name, ms in stages)
-
-
-def compare_targets(preset: str | None, row: dict) -> list[str]:
-    other = row.get("compared")
-    if not other or row["p50_ms"] is None or other["p50_ms"] is None:
-        return []
-    name = f"p50 of {preset or 'the server default'} minus {other['preset']}'s at {row['rows']:,} rows"
-    return [lr.target_line(name, round(row["p50_ms"] - other["p50_ms"], 1), COMPARE_P50_MS)]
-
-
-def print_comparison(preset: str | None, row: dict) -> None:
-    other = row["compared"]
-    mine = preset or "the server's default"
-    print(f"  the same {row['n']} questions under both, alternating: {mine} p50 {lr.fmt(row['p50_ms'])} / p95 "
-          f"{lr.fmt(row['p95_ms'])} ms, {other['preset']} p50 {lr.fmt(other['p50_ms'])} / p95 "
-          f"{lr.fmt(other['p95_ms'])} ms", flush=True)
-    print(f"  {other['preset']} stage p50 ms: " + stage_line(other), flush=True)
-    for line in compare_targets(preset, row):
-        print("  " + line, flush=True)
 
 
 def seed_count(n: int) -> tuple[int, ...]:

@@ -231,7 +231,7 @@ def test_the_1m_base_keeps_one_document_per_text_and_author_and_copies_stay_dist
 def test_paired_queries_ask_each_question_under_both_presets_first_in_turn():
     import httpx
 
-    from bench.live_store import compare_targets, paired_queries
+    from bench.live_compare import compare_targets, paired_queries
 
     asked = []
 
@@ -296,7 +296,7 @@ def test_queries_of_a_quiet_window_are_kept_out_of_the_live_figures():
 
 
 def test_targets_print_the_same_runs_figure_with_nothing_ingested_beside_the_live_one():
-    from bench.live import live_targets, quiet_cell
+    from bench.live_output import live_targets, quiet_cell
 
     row = {"rows": 100_000, "p50_ms": 25.6, "p95_ms": 51.7, "quiet_n": 900, "quiet_p50_ms": 12.0,
            "quiet_p95_ms": 16.5}
@@ -317,3 +317,46 @@ def test_a_quiet_window_of_negative_or_no_length_is_refused_before_any_server_st
     with pytest.raises(SystemExit) as exit_:
         main(["--minutes", "1", "--quiet-s", quiet])
     assert exit_.value.code == 2 and "--quiet-s" in capsys.readouterr().err
+
+
+def test_a_live_run_asks_each_question_under_both_presets_and_keeps_their_answers_apart(capsys):
+    import json
+    import threading
+    from types import SimpleNamespace
+
+    import httpx
+
+    from bench.live import LiveRun
+    from bench.live_output import print_live_comparison
+
+    asked = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        asked.append((body["q"], body.get("preset")))
+        if len(asked) >= 8:
+            run.stop.set()
+        return httpx.Response(200, json={"timings_ms": {"embed": 1.0 if body.get("preset") else 2.0}})
+
+    args = SimpleNamespace(preset=None, compare_preset="paper-orgmembench", warmup=1, rows=10)
+    run = LiveRun(args, SimpleNamespace(url="http://bench"), {"writer": "w", "reader": "r", "admin": "a"},
+                  iter([]), ["q1", "q2"])
+    run.reader = httpx.Client(transport=httpx.MockTransport(answer), base_url="http://bench")
+    worker = threading.Thread(target=run.query_loop)
+    worker.start()
+    worker.join(timeout=10)
+    assert not worker.is_alive()
+    # The pair's first alternates; the first pair is the warm-up, kept by neither side.
+    assert asked == [("q1", None), ("q1", "paper-orgmembench"), ("q2", "paper-orgmembench"), ("q2", None),
+                     ("q1", None), ("q1", "paper-orgmembench"), ("q2", "paper-orgmembench"), ("q2", None)]
+    assert [q[4]["embed"] for q in run.queries] == [2.0, 2.0, 2.0]
+    assert [q[4]["embed"] for q in run.compared] == [1.0, 1.0, 1.0]
+    compared = run.compared_figures(run.compared)
+    assert compared["preset"] == "paper-orgmembench" and compared["n"] == 3
+    row = {"rows": 100_000, "n": 3, "p50_ms": 24.0, "p95_ms": 30.0, "compared": {**compared, "p50_ms": 20.0},
+           "quiet_p50_ms": 18.0, "quiet_compared_p50_ms": 16.5}
+    print_live_comparison(None, row)
+    out = capsys.readouterr().out
+    assert "MISSED by 1.0 ms" in out and "nothing ingested (the quiet window)" in out and "(difference 1.5)" in out
+    args.compare_preset = None
+    assert run.compared_figures(run.compared) is None
