@@ -345,6 +345,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=17, help="1m: seed of the vectors' noise")
     parser.add_argument("--out", type=Path, help="JSON report (default bench/out/live/<scale>.json)")
     args = parser.parse_args(argv)
+    from services.core.retrieval_config import PRESETS
+
+    for flag, name in (("--preset", args.preset), ("--compare-preset", args.compare_preset)):
+        if name is not None and name not in PRESETS:  # else every query of that side is a 422, silently
+            parser.error(f"{flag}: unknown preset {name!r}; known: {', '.join(sorted(PRESETS))}")
     # A plain SIGTERM would skip the `finally` blocks that stop the server and remove its folder.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     scale = args.scale == "1m"

@@ -360,3 +360,12 @@ def test_a_live_run_asks_each_question_under_both_presets_and_keeps_their_answer
     assert "MISSED by 1.0 ms" in out and "nothing ingested (the quiet window)" in out and "(difference 1.5)" in out
     args.compare_preset = None
     assert run.compared_figures(run.compared) is None
+
+
+@pytest.mark.parametrize("flag", ["--preset", "--compare-preset"])
+def test_an_unknown_preset_is_refused_before_any_server_starts(flag, capsys):
+    from bench.live import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--minutes", "1", flag, "paper-orgmembench'; DROP"])
+    assert exit_.value.code == 2 and f"{flag}: unknown preset" in capsys.readouterr().err
