@@ -37,13 +37,15 @@ class Server:
     """`orgmem serve` on a data folder. Its stderr goes to a file beside the folder: a pipe nobody
     reads would fill during an hour-long run and stall the server."""
 
-    def __init__(self, data: Path, timeout_s: float = 300.0):
+    def __init__(self, data: Path, timeout_s: float = 300.0, cwd: Path | None = None):
+        """cwd: the source tree whose code the server runs (`python -m` imports from there first)."""
         self.port, self.log = free_port(), data.parent / f"{data.name}.server.log"
         env = {**os.environ, "ORGMEM_AUTH__RATE_LIMIT": RATE_LIMIT, "ORGMEM_AUTH__BOOTSTRAP_ADMIN_KEY": "false"}
         with open(self.log, "ab") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "services.cli", "--log-level", "WARNING", "serve", "--data", str(data),
-                 "--host", "127.0.0.1", "--port", str(self.port)], env=env, stdout=subprocess.DEVNULL, stderr=err)
+                 "--host", "127.0.0.1", "--port", str(self.port)], env=env, stdout=subprocess.DEVNULL, stderr=err,
+                cwd=cwd)
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

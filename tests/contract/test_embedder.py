@@ -3,6 +3,8 @@ answers queries encoded by the other."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -62,6 +64,23 @@ def test_int8_query_encoder_stays_close_to_fp32(cache_dir, onnx_embedder):
     # graph under another name.
     assert cosines.min() > 0.95 and cosines.mean() > 0.98 and cosines.max() < 0.99999
     assert int8.name != onnx_embedder.name
+
+
+def test_a_lazy_encoder_loads_its_model_at_the_first_encode_and_gives_the_same_vectors(cache_dir, onnx_embedder):
+    from services.adapters.embedder.onnx_runtime import OnnxEmbedder
+
+    lazy = OnnxEmbedder("all-MiniLM-L6-v2", cache_dir=cache_dir, load_now=False)
+    assert not lazy.loaded and onnx_embedder.loaded
+    assert (lazy.name, lazy.dim) == (onnx_embedder.name, onnx_embedder.dim)  # known without the model
+    results: list = []
+    threads = [threading.Thread(target=lambda: results.append(lazy.encode(TEXTS))) for _ in range(4)]
+    for thread in threads:  # first calls from four threads at once: one load, the same vectors
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert lazy.loaded and len(results) == 4
+    for vectors in results:
+        np.testing.assert_array_equal(vectors, onnx_embedder.encode(TEXTS))
 
 
 def test_unknown_precision_names_the_setting(cache_dir):

@@ -53,6 +53,25 @@ def test_two_encoder_processes_store_and_answer_as_one(settings, tmp_path):
                                    rtol=0, atol=1e-6)
 
 
+def test_with_encoder_processes_the_server_never_loads_a_document_model_of_its_own(settings, tmp_path):
+    from services.bootstrap import components
+
+    settings = with_processes(settings, 2, tmp_path / "data")
+    components._embedder.cache_clear()  # a fresh process's encoders, not those earlier tests used
+    memory, lock = build_memory(settings)
+    try:
+        memory.ingest(corpus())
+        memory.catch_up()
+        assert len(encoder_workers()) == 2
+        answers = top_ids(memory)
+    finally:
+        memory.close()
+        lock.release()
+    assert all(answers)  # the query encoder is loaded and answers
+    assert components.embedder_for(settings.embedder, "query").loaded
+    assert not components.embedder_for(settings.embedder).loaded  # the workers encoded every batch
+
+
 def backlog(n: int, prefix: str) -> list[DocumentIn]:
     base = datetime(2025, 3, 1, tzinfo=UTC)
     # Long texts (about 130 word pieces), so that a batch keeps the workers busy for seconds.

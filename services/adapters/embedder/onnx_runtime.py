@@ -49,22 +49,20 @@ def default_cache_dir() -> Path:
 
 class OnnxEmbedder:
     def __init__(self, model: str, max_tokens: int = 256, batch_size: int = 64, threads: int | None = 1,
-                 cache_dir: Path | None = None, precision: str = "fp32"):
-        import onnxruntime as ort
+                 cache_dir: Path | None = None, precision: str = "fp32", load_now: bool = True):
+        """load_now=False: the model session is loaded on the first `encode`, so that an encoder
+        kept for its name and dimension (the server's, when encoder processes do every batch)
+        costs neither its ~130 MiB nor its load time."""
         from tokenizers import Tokenizer
 
         if precision not in MODEL_FILES:
             raise OrgmemError(f"embedder.query_precision: expected one of {', '.join(MODEL_FILES)}, got {precision!r}")
         folder = _exported(model, Path(cache_dir) if cache_dir else default_cache_dir())
         meta = json.loads((folder / "meta.json").read_text())
-        options = ort.SessionOptions()
-        # One thread, for the reason given in the sentence-transformers adapter: on 2 cores a
-        # multi-threaded run spin-waits whenever the other core is busy.
-        options.intra_op_num_threads = threads or 0
-        options.inter_op_num_threads = 1
-        self._session = ort.InferenceSession(str(folder / MODEL_FILES[precision]), options,
-                                             providers=["CPUExecutionProvider"])
-        self._inputs = [i.name for i in self._session.get_inputs()]
+        self._model_file, self._threads = folder / MODEL_FILES[precision], threads
+        self._session, self._inputs = None, []
+        if load_now:
+            self._load()
         self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self._tokenizer.enable_truncation(max_tokens)
         # Each text is cut before it is tokenized, to a prefix that gives the same pieces: the
@@ -79,7 +77,8 @@ class OnnxEmbedder:
         # on their padding); the quantised encoder therefore runs one text at a time.
         self.batch_size = batch_size if precision == "fp32" else 1
         self._lock = threading.Lock()
-        log.debug("embedder %s loaded through onnxruntime (dim %d, %d word pieces)", self.name, self.dim, max_tokens)
+        log.debug("embedder %s through onnxruntime (dim %d, %d word pieces), model %s", self.name, self.dim,
+                  max_tokens, "loaded" if load_now else "loaded at its first encode")
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -87,10 +86,27 @@ class OnnxEmbedder:
         # Similar lengths share a batch so that little of it is padding.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         with self._lock:
+            if self._session is None:
+                self._load()
             for start in range(0, len(order), self.batch_size):
                 chunk = order[start:start + self.batch_size]
                 out[chunk] = self._run([texts[i] for i in chunk])
         return out
+
+    @property
+    def loaded(self) -> bool:
+        return self._session is not None
+
+    def _load(self) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        # One thread, for the reason given in the sentence-transformers adapter: on 2 cores a
+        # multi-threaded run spin-waits whenever the other core is busy.
+        options.intra_op_num_threads = self._threads or 0
+        options.inter_op_num_threads = 1
+        self._session = ort.InferenceSession(str(self._model_file), options, providers=["CPUExecutionProvider"])
+        self._inputs = [i.name for i in self._session.get_inputs()]
 
     def _run(self, texts: list[str]) -> np.ndarray:
         # A single text (every query) is tokenized with `encode`, which keeps the interpreter
