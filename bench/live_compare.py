@@ -53,7 +53,9 @@ def compare_targets(preset: str | None, row: dict) -> list[str]:
 def print_comparison(preset: str | None, row: dict) -> None:
     other = row["compared"]
     mine = preset or "the server's default"
-    print(f"  the same {row['n']} questions under both, alternating: {mine} p50 {lr.fmt(row['p50_ms'])} / p95 "
+    # Counted per side: a live run stops mid-pair, so the two may differ by one.
+    counts = f"{row['n']}" if other.get("n", row["n"]) == row["n"] else f"{row['n']} and {other['n']}"
+    print(f"  the same questions ({counts}) under both, alternating: {mine} p50 {lr.fmt(row['p50_ms'])} / p95 "
           f"{lr.fmt(row['p95_ms'])} ms, {other['preset']} p50 {lr.fmt(other['p50_ms'])} / p95 "
           f"{lr.fmt(other['p95_ms'])} ms", flush=True)
     print(f"  {other['preset']} stage p50 ms: " + stage_line(other), flush=True)

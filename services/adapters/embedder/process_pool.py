@@ -54,16 +54,15 @@ WORKER_NICENESS = 10
 # "idle": the kernel's SCHED_IDLE class, which any waking thread of normal priority preempts at
 # once; "low": nice 10, which still lets a busy worker run out its slice before a query thread.
 PRIORITIES = ("idle", "low")
-# Below this many texts a batch is encoded in process (embedder.encoder_pool_min_batch).
-MIN_POOL_BATCH = 1
 
 
 class ProcessPoolEmbedder:
     """An Embedder over `processes` worker processes, each built by `factory` (a picklable
     callable returning an Embedder); `local`, the process's own encoder of the same model,
-    encodes the small batches and names the model and dimension."""
+    encodes the batches under `min_batch` texts (embedder.encoder_pool_min_batch) and names the
+    model and dimension."""
 
-    def __init__(self, local, factory: Callable[[], object], processes: int, min_batch: int = MIN_POOL_BATCH,
+    def __init__(self, local, factory: Callable[[], object], processes: int, min_batch: int = 1,
                  start_timeout_s: float = 300.0, priority: str = "idle"):
         if processes < 2:
             raise OrgmemError(f"embedder.encoder_processes: a pool needs at least 2 processes, got {processes}")

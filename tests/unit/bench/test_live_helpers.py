@@ -358,6 +358,9 @@ def test_a_live_run_asks_each_question_under_both_presets_and_keeps_their_answer
     print_live_comparison(None, row)
     out = capsys.readouterr().out
     assert "MISSED by 1.0 ms" in out and "nothing ingested (the quiet window)" in out and "(difference 1.5)" in out
+    assert "the same questions (3) under both" in out
+    print_live_comparison(None, {**row, "n": 4})  # stopped mid-pair: each side's own count
+    assert "the same questions (4 and 3) under both" in capsys.readouterr().out
     args.compare_preset = None
     assert run.compared_figures(run.compared) is None
 
