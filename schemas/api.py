@@ -84,8 +84,9 @@ class QueryHit(BaseModel):
     rank: int
     row_id: str
     reason: str = Field(description=(
-        "fused, pursuit or coverage (the selector), reserve, reserve_fill, or newer_version (a closer, later "
-        "restatement of a row among the first ten, brought in from just past the selector's answer)"))
+        "fused, pursuit or coverage (the selector), reserve, reserve_fill, newer_version (a closer, later "
+        "restatement of a row among the first ten, brought in from just past the selector's answer), or named "
+        "(the question names the row's source id, such as a Message-ID or a ticket key)"))
     fused_score: float
     leg_ranks: dict[str, int]
     leg_scores: dict[str, float]

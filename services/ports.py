@@ -103,6 +103,10 @@ class RowReader(Protocol):
     def recent(self, scope: Scope, exclude: Sequence[str], limit: int) -> list[RowHead]:
         """Rows in scope, most recently ingested first (fills the recency reserve)."""
 
+    def named(self, scope: Scope, source_ids: Sequence[str], limit: int) -> list[RowHead]:
+        """Rows in scope whose source id is one of `source_ids` exactly (of any source), most
+        recently ingested first, `limit` at most."""
+
     def inactive_at(self, tenant: str, known_at: datetime) -> frozenset[str]:
         """Rows ingested by known_at whose state at known_at was not active."""
 

@@ -29,7 +29,8 @@ from services.core.scope import Scope
 from services.core.write_rules import row_id_for
 
 # 2: the query encoder's export changed (eager attention), so its questions fetch slightly other legs.
-CANDIDATE_CACHE_VERSION = 2
+# 3: the rows a question names by source id are fetched too (the "named" leg).
+CANDIDATE_CACHE_VERSION = 3
 BATCH = 1000
 
 
@@ -154,9 +155,11 @@ def _group_rows(memory: Memory, tenant: str) -> GroupRows:
 
 
 def fetch_candidates(memory: Memory, dataset: Dataset, candidates: int = 200) -> Candidates:
-    """Each question's three legs (disjunctive BM25, tags, vectors; C rows each) in its own scope,
-    as the read path fetches them (`Memory.query`, asked for no rows)."""
-    legs_only = RetrievalConfig(candidates=candidates, lexical_match="any", k=0, reserve=0, selector="rrf")
+    """Each question's three legs (disjunctive BM25, tags, vectors; C rows each) and the rows it
+    names by source id, in its own scope, as the read path fetches them (`Memory.query`, asked
+    for no rows)."""
+    legs_only = RetrievalConfig(candidates=candidates, lexical_match="any", k=0, reserve=0, selector="rrf",
+                                named_rows=True)
     groups = {g.key: _group_rows(memory, g.key) for g in dataset.groups}
     out, dropped = [], dict(dataset.dropped)
     def rows(ids: tuple[str, ...]) -> list[str]:

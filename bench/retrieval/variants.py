@@ -132,3 +132,6 @@ AROUND_DEFAULT.update({
     for m in ("adaptive", "any", "all")
 })
 VARIANTS.update(AROUND_DEFAULT)
+# The default preset without the rows a question names by source id first (named_rows).
+AROUND_DEFAULT["default-named-off"] = Variant("default-named-off", replace(PRESETS["default"], named_rows=False))
+VARIANTS.update(AROUND_DEFAULT)

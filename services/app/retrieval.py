@@ -13,14 +13,18 @@ import numpy as np
 
 from schemas.rows import Row
 from services.app.tracing import Stage, record_query
-from services.core.ranking import Fusion, active_legs, order_versions, rank, version_rows
+from services.core.ranking import NAMED_LEG, Fusion, active_legs, order_versions, rank, version_rows
 from services.core.reserve import Pick
 from services.core.retrieval_config import RetrievalConfig, weights_problem
 from services.core.scope import Scope
-from services.core.text import content_terms, tag_candidates
+from services.core.text import content_terms, named_source_ids, tag_candidates
 from services.core.versions import Version, versions, wanted
 from services.errors import Invalid
 from services.ports import Embedder, Hit, LexicalIndex, RowReader, RowStore, VectorIndex
+
+
+# Rows a query's named source ids may bring in: one id names a row per source.
+NAMED_ROWS = 20
 
 
 @dataclass(frozen=True)
@@ -99,9 +103,9 @@ class Retriever:
             legs["vec"] = vector_hits
             heads.update(self.rows.heads([h.row_id for h in vector_hits if h.row_id not in heads]))
         fields = {**heads, **{head.row_id: head for head in newest}}
+        ranked_legs = {leg: [(h.row_id, h.score) for h in hits] for leg, hits in legs.items()}
         ranking = rank(
-            {leg: [(h.row_id, h.score) for h in hits] for leg, hits in legs.items()},
-            fields, query_vector, self._vectors_for, config, [head.row_id for head in newest], lap,
+            ranked_legs, fields, query_vector, self._vectors_for, config, [head.row_id for head in newest], lap,
         )
         # The version order's vectors are read while the rows are, on the worker.
         wanted_vectors = version_rows(ranking.picks, config, ranking.following)
@@ -127,7 +131,8 @@ class Retriever:
             matched=len(fusion.fused),
             leg_sizes={leg: len(hits) for leg, hits in fusion.legs.items()},
             timings_ms=timings,
-            legs=fusion.legs,
+            # The named rows too, so that the benchmark harness replays them (they are never fused).
+            legs={**fusion.legs, **({NAMED_LEG: ranked_legs[NAMED_LEG]} if NAMED_LEG in ranked_legs else {})},
             query_vector=query_vector,
             versions=found_versions,
         )
@@ -142,8 +147,12 @@ class Retriever:
             legs["lex"] = self.lexical.search_text(content_terms(query), scope, config.candidates, config.term_match)
         if "tag" in taking_part:
             legs["tag"] = self.lexical.search_tags(tag_candidates(query), scope, config.candidates)
+        named = self.rows.named(scope, named_source_ids(query), NAMED_ROWS) if config.named_rows else []
         searched = time.perf_counter()
         heads = self.rows.heads([h.row_id for hits in legs.values() for h in hits])
+        if named:  # the lookup read their ranking fields already
+            legs[NAMED_LEG] = [Hit(head.row_id, 1.0) for head in named]
+            heads.update((head.row_id, head) for head in named)
         # C more than the reserve needs, so that enough remain once the vector leg's rows (C at
         # most) are taken out.
         fill = config.reserve + config.candidates if config.reserve > 0 else 0

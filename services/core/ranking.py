@@ -23,6 +23,8 @@ from services.core.selection import Pool, VectorsFor, select
 from services.core.version_order import versioned, with_reached_versions
 
 LEXICAL_LEG = "lex"  # its BM25 scores feed the coverage selector's thread votes
+# The rows the query names by source id (`RetrievalConfig.named_rows`): never fused, they go first.
+NAMED_LEG = "named"
 
 Hits = Sequence[tuple[str, float]]  # one leg's answer: (row id, score), best first
 
@@ -57,6 +59,7 @@ class Fusion:
 
 # The reason of a row that the version order brought in from past the selector's answer.
 NEWER_VERSION_REASON = "newer_version"
+NAMED_REASON = "named"
 
 
 @dataclass(frozen=True)
@@ -120,7 +123,19 @@ def rank(
     recency = {rid: fields[rid].recency for rid in (*matched, *unmatched)}
     picks = with_recency_reserve(ordered, matched, config.k, config.reserve, recency, unmatched, lead_reason)
     mark("reserve")
+    picks = with_named_first(picks, legs.get(NAMED_LEG, ()), fields, config)
     return Ranking(picks, fusion, _following(ordered, picks, config))
+
+
+def with_named_first(picks: Sequence[Pick], named: Hits, fields: Mapping[str, RankingFields],
+                     config: RetrievalConfig) -> list[Pick]:
+    """The rows the query named by source id (those with ranking fields, k at most) first, then
+    the other picks, k in all; `picks` unchanged where `named_rows` is off or nothing was named."""
+    first = [rid for rid, _ in named if rid in fields][: config.k] if config.named_rows else []
+    if not first:
+        return list(picks)
+    taken = set(first)
+    return ([Pick(rid, NAMED_REASON) for rid in first] + [p for p in picks if p.row_id not in taken])[: config.k]
 
 
 def _following(ordered: Sequence[str], picks: Sequence[Pick], config: RetrievalConfig) -> list[str]:

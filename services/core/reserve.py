@@ -12,7 +12,7 @@ RecencyKey = tuple[datetime, int]  # (event time, or ingest time where undated; 
 @dataclass(frozen=True)
 class Pick:
     row_id: str
-    reason: str  # "fused" | "pursuit" | "coverage" | "reserve" | "reserve_fill" | "newer_version" (services.core.ranking)
+    reason: str  # "fused" | "pursuit" | "coverage" | "reserve" | "reserve_fill" | "newer_version" | "named" (services.core.ranking)
 
 
 def with_recency_reserve(

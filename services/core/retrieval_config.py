@@ -51,6 +51,10 @@ class RetrievalConfig:
     # restates one of those first rows at least this closely, later, moves up into them; 0: none.
     version_reach: int = 0
     version_reach_similarity: float = 0.85
+    # Rows whose source id the query names exactly (a Message-ID, a ticket key; services.core.text.
+    # named_source_ids) come first, before the selector's rows: a connector keeps such an id as the
+    # row's source_id, not in its text, so no leg finds the row by it.
+    named_rows: bool = False
 
     def __post_init__(self) -> None:
         self.term_match  # noqa: B018 - a bad lexical setting fails when the config is made, not at query time
@@ -99,13 +103,14 @@ PRESETS: dict[str, RetrievalConfig] = {
     # content terms, then a share falling by 25 points a term to a 30% floor; terms in more than
     # half of the rows only score; a chat turn needs one term), C = 50; newer versions first among
     # the first 10 rows at a cosine of 0.65, and a closer (0.85) newer version among the next 3 rows
-    # moves up into them (both tuned on the synthetic organisation).
+    # moves up into them (both tuned on the synthetic organisation); rows the question names by
+    # their source id first.
     DEFAULT_PRESET: RetrievalConfig(
         weights={"lex": 1.0, "tag": 0.0, "vec": 1.0}, candidates=50, gamma=5.0, reserve=0, lexical_match="adaptive",
         lexical_all_up_to=2, lexical_share_step=0.25, lexical_share_floor=0.3, lexical_common_share=0.5,
         lexical_turn_match="any", selector="coverage", context_weight=0.25, context_window=1, coverage_every=2,
         coverage_threads="lexical", coverage_lexical_rows=50, version_similarity=0.65,
-        version_reach=3, version_reach_similarity=0.85,
+        version_reach=3, version_reach_similarity=0.85, named_rows=True,
     ),
     # Mem++ Table 6, OrgMemBench column (the default before the measurements above).
     "paper-orgmembench": RetrievalConfig(),

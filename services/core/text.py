@@ -51,3 +51,24 @@ def tag_candidates(query: str, max_ngram: int = 3) -> list[str]:
                 continue
             candidates.setdefault(" ".join(gram), None)
     return list(candidates)
+
+
+_NAMED_TOKEN = re.compile(r"[^\s,;()\[\]{}\"“”'’`]+")
+MAX_NAMED_IDS = 16  # strings of one query looked up as source ids (each an indexed lookup)
+_NAMED_LENGTH = (4, 512)  # shorter: a count or a word; longer: no source id the connectors write
+
+
+def named_source_ids(query: str) -> list[str]:
+    """Strings of the query that could be a document's source id as a connector stores it: a
+    Message-ID (without its angle brackets), a ticket key, a meeting or file id. Tokens as
+    written, with a digit or an "@" in them (four digits alone are a year), punctuation around
+    them stripped; the first MAX_NAMED_IDS, without repeats."""
+    named: dict[str, None] = {}
+    for token in _NAMED_TOKEN.findall(query):
+        token = token.strip("<>.:!?")
+        if (_NAMED_LENGTH[0] <= len(token) <= _NAMED_LENGTH[1] and ("@" in token or any(c.isdigit() for c in token))
+                and not (token.isdigit() and len(token) == 4)):  # a year
+            named.setdefault(token, None)
+            if len(named) == MAX_NAMED_IDS:
+                break
+    return list(named)

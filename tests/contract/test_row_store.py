@@ -148,6 +148,33 @@ def test_recent_equals_reference_scope_semantics(store):
         assert [r.row_id for r in got] == [r.row_id for r in expected[2:7]]
 
 
+def test_named_finds_rows_by_exact_source_id_inside_the_scope_only(store):
+    rng = random.Random(5)
+    rows = []
+    for i in range(1, 121):
+        rows.append(make_row(
+            i, tenant=rng.choice(["t", "u"]), acl=rng.choice([[], ["alice"], ["bob"]]),
+            event_time=rng.choice([None, T0 + timedelta(days=rng.randint(0, 300))]),
+            state=rng.choice(["active", "active", "archived"]), source=rng.choice(["email", "jira"]),
+            # Ids repeat across sources and tenants; some rows have none.
+            source_id=rng.choice([None, f"id-{rng.randint(0, 30)}@host"]),
+        ))
+    rows = list({(r.tenant, r.source, r.source_id or r.row_id): r for r in rows}.values())  # unique per source
+    store.apply([observed(r) for r in rows], [], 120)
+    for _ in range(150):
+        scope = Scope(tenant=rng.choice(["t", "u"]), readers=rng.choice([None, frozenset({"alice"}), frozenset()]),
+                      as_of=rng.choice([None, T0 + timedelta(days=rng.randint(0, 300))]))
+        asked = [f"id-{rng.randint(0, 30)}@host" for _ in range(rng.randint(0, 4))]
+        expected = sorted((r for r in rows if admits(r, scope) and r.source_id in asked), key=lambda r: -r.ingest_position)
+        got = store.named(scope, asked, limit=3)
+        assert [h.row_id for h in got] == [r.row_id for r in expected[:3]]
+    # A near miss names nothing: the lookup is exact (case, brackets, a prefix, a pattern).
+    some = next(r for r in rows if r.source_id and r.state == "active")
+    near = [some.source_id.upper(), f"<{some.source_id}>", some.source_id[:-1], "id-%", "*", "", "' OR 1=1 --"]
+    assert store.named(Scope(tenant=some.tenant), near, limit=10) == []
+    assert [h.row_id for h in store.named(Scope(tenant=some.tenant), [some.source_id], limit=10)] != []
+
+
 def test_reset_empties_everything(store):
     store.apply([observed(make_row(1))], [], 1)
     store.apply([in_lane_row(2, 1, "r-lane2")], [], lane_start(2) + 1)

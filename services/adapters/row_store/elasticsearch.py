@@ -312,6 +312,14 @@ class ElasticsearchRowStore:
         hits = self._search(self.index, query, [{"ingest_position": "desc"}], limit, "recent", HEAD_FIELDS)
         return [head_from(hit["_source"]) for hit in hits]
 
+    def named(self, scope: Scope, source_ids: Sequence[str], limit: int) -> list[RowHead]:
+        wanted = [s for s in dict.fromkeys(source_ids) if isinstance(s, str)]
+        query = es.scoped({"terms": {"source_id": wanted}}, scope) if wanted and limit > 0 else None
+        if query is None:
+            return []
+        hits = self._search(self.index, query, [{"ingest_position": "desc"}], limit, "named", HEAD_FIELDS)
+        return [head_from(hit["_source"]) for hit in hits]
+
     def in_scope(self, scope: Scope, limit: int = 1_000_000) -> list[Row]:
         """Every row of a scope (maintenance passes), in ingest order."""
         query = es.scoped(None, scope)

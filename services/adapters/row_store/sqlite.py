@@ -244,6 +244,18 @@ class SqliteRowStore:
         )
         return [head for head in map(_head_from, newest) if head.row_id not in excluded][:limit]
 
+    def named(self, scope: Scope, source_ids: Sequence[str], limit: int) -> list[RowHead]:
+        wanted = [s for s in dict.fromkeys(source_ids) if isinstance(s, str)]
+        if not wanted or limit <= 0:
+            return []
+        where, args = scope_sql(scope)
+        marks = ",".join("?" for _ in wanted)
+        # No ORDER BY: with one, SQLite walks the tenant's rows by ingest position instead of
+        # looking the ids up (rows_source_id); an id names one row per source, so few come back.
+        found = self._query(f"SELECT {_HEAD_COLUMNS} FROM rows r WHERE {where} AND r.source_id IN ({marks})",
+                            (*args, *wanted))
+        return sorted(map(_head_from, found), key=lambda head: -head.ingest_position)[:limit]
+
     def inactive_at(self, tenant: str, known_at: datetime) -> frozenset[str]:
         # Only rows that maintenance ever touched can have been inactive; the latest step of
         # each at or before known_at tells its state then.

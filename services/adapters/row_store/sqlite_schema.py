@@ -38,6 +38,9 @@ CREATE INDEX IF NOT EXISTS rows_versions ON rows(tenant, thread, event_time, ing
 -- spills into overflow pages is walked to reach the columns after it.
 CREATE INDEX IF NOT EXISTS rows_heads ON rows(row_id, thread, ingest_position, event_time, ingested_at);
 CREATE UNIQUE INDEX IF NOT EXISTS rows_source ON rows(tenant, source, source_id) WHERE source_id IS NOT NULL;
+-- A query that names a source id of any source (a Message-ID, a ticket key) finds its rows:
+-- row_store/sqlite.py named().
+CREATE INDEX IF NOT EXISTS rows_source_id ON rows(tenant, source_id) WHERE source_id IS NOT NULL;
 CREATE TABLE IF NOT EXISTS row_acl (row_id TEXT NOT NULL, token TEXT NOT NULL, PRIMARY KEY (row_id, token));
 CREATE INDEX IF NOT EXISTS row_acl_token ON row_acl(token, row_id);
 CREATE TABLE IF NOT EXISTS history (
