@@ -22,14 +22,13 @@ import random
 import statistics
 import time
 
-from bench.retrieval.datasets import DatasetMissing, load
+from bench.retrieval.datasets import Dataset, DatasetMissing, load
 from services.adapters.embedder.onnx_runtime import OnnxEmbedder
 
 MODEL = "all-MiniLM-L6-v2"
 
 
-def pairs_per_question(dataset: str, questions: int, rows: int, seed: int) -> list[tuple[str, list[str]]]:
-    data = load(dataset)
+def pairs_per_question(data: Dataset, questions: int, rows: int, seed: int) -> list[tuple[str, list[str]]]:
     texts = {group.key: [d.text for d in group.documents] for group in data.groups}
     picked = random.Random(seed).sample(data.questions, min(questions, len(data.questions)))
     out = []
@@ -55,9 +54,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.questions < 1 or any(n < 1 for n in args.rows):
         parser.error("--questions and --rows must be at least 1")
     try:
-        work = {n: pairs_per_question(args.dataset, args.questions, n, args.seed) for n in args.rows}
+        data = load(args.dataset)
     except DatasetMissing as missing:
         raise SystemExit(f"rerank_cost: {missing}") from None
+    work = {n: pairs_per_question(data, args.questions, n, args.seed) for n in args.rows}
     encoders = {p: OnnxEmbedder(MODEL, precision=p) for p in ("fp32", "int8")}
     for encoder in encoders.values():
         encoder.encode(["warm up"])

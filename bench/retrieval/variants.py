@@ -125,13 +125,11 @@ AROUND_DEFAULT.update({
     f"default-common-{s:g}": Variant(f"default-common-{s:g}", replace(PRESETS["default"], lexical_common_share=s))
     for s in (0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)
 })
-VARIANTS.update(AROUND_DEFAULT)
 # The default preset with chat turns matching as every other row does, or by another rule.
 AROUND_DEFAULT.update({
     f"default-turns-{m}": Variant(f"default-turns-{m}", replace(PRESETS["default"], lexical_turn_match=m))
     for m in ("adaptive", "any", "all")
 })
-VARIANTS.update(AROUND_DEFAULT)
 # The default preset without the rows a question names by source id first (named_rows).
 AROUND_DEFAULT["default-named-off"] = Variant("default-named-off", replace(PRESETS["default"], named_rows=False))
 VARIANTS.update(AROUND_DEFAULT)

@@ -22,9 +22,8 @@ def _dataset() -> Dataset:
     return Dataset("fake", "bench", groups, questions)
 
 
-def test_pairs_come_from_the_questions_own_conversation(monkeypatch):
-    monkeypatch.setattr(rerank_cost, "load", lambda name: _dataset())
-    work = rerank_cost.pairs_per_question("locomo", questions=6, rows=20, seed=1)
+def test_pairs_come_from_the_questions_own_conversation():
+    work = rerank_cost.pairs_per_question(_dataset(), questions=6, rows=20, seed=1)
     assert len(work) == 6
     owners = {q.text: q.group for q in _dataset().questions}
     for question, rows in work:
