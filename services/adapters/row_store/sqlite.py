@@ -27,6 +27,7 @@ from services.adapters.row_store.sqlite_schema import (
     checkpoint_key,
     open_row_store,
 )
+from services.adapters.row_store.sqlite_records import head_from, json_list, row_from, scope_sql
 from services.adapters.row_store.sqlite_thread_cache import ThreadFieldsCache
 from services.adapters.sqlite_common import (
     decode_time,
@@ -56,57 +57,6 @@ _UPDATED = ", ".join(f"{c} = excluded.{c}" for c in (*_COLUMNS.split(", ")[1:], 
 _HEAD_COLUMNS = "r.row_id, r.thread, r.ingest_position, r.event_time, r.ingested_at"  # a RowHead
 
 
-def _list(value: str) -> list[str]:
-    return [] if value == "[]" else json.loads(value)
-
-
-def _row_from(record: tuple) -> Row:
-    (row_id, tenant, text, author, event_time, kind, thread, title, tags, participants, acl,
-     source, source_id, position, ingested_at, state, superseded_by, derived_from) = record
-    # Validated again, which costs less than skipping it: pydantic-core parses the ISO times in
-    # Rust (0.43 ms per 50 rows against 0.67 for model_construct with Python-side parsing).
-    return Row(
-        row_id=row_id, tenant=tenant, text=text, author=author, event_time=event_time,
-        kind=kind, thread=thread, title=title, tags=_list(tags),
-        participants=_list(participants), acl=_list(acl), source=source,
-        source_id=source_id, ingest_position=position, ingested_at=ingested_at,
-        state=state, superseded_by=superseded_by, derived_from=_list(derived_from),
-    )
-
-
-def _head_from(record: tuple) -> RowHead:
-    row_id, thread, position, event_time, ingested_at = record
-    return RowHead(row_id, thread, position, decode_time(event_time), decode_time(ingested_at))
-
-
-def scope_sql(scope: Scope) -> tuple[str, list]:
-    """The scope as a SQL condition over `rows r` (same semantics as core.scope.admits)."""
-    clauses, args = ["r.tenant = ?"], [scope.tenant]
-    tokens = scope.reader_tokens()
-    if tokens is not None:
-        marks = ",".join("?" for _ in tokens)
-        clauses.append(f"EXISTS (SELECT 1 FROM row_acl a WHERE a.row_id = r.row_id AND a.token IN ({marks}))")
-        args.extend(tokens)
-    if scope.as_of is not None:
-        clauses.append("r.event_time IS NOT NULL AND r.event_time <= ?")
-        args.append(encode_time(scope.as_of))
-    if scope.known_at is not None:
-        clauses.append("r.ingested_at <= ?")
-        args.append(encode_time(scope.known_at))
-        if scope.inactive_at_known:
-            ids = sorted(scope.inactive_at_known)
-            clauses.append(f"r.row_id NOT IN ({','.join('?' for _ in ids)})")
-            args.extend(ids)
-    else:
-        clauses.append("r.state = 'active'")
-    for column, values in (("kind", scope.kinds), ("author", scope.authors), ("thread", scope.threads)):
-        if values is not None:
-            values = sorted(values)
-            clauses.append(f"r.{column} IN ({','.join('?' for _ in values)})" if values else "0")
-            args.extend(values)
-    return " AND ".join(clauses), args
-
-
 class SqliteRowStore:
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -120,16 +70,16 @@ class SqliteRowStore:
 
     def get(self, row_id: str) -> Row | None:
         found = self._query(f"SELECT {_COLUMNS} FROM rows WHERE row_id = ?", (row_id,))
-        return _row_from(found[0]) if found else None
+        return row_from(found[0]) if found else None
 
     def get_many(self, row_ids: Sequence[str]) -> dict[str, Row]:
-        rows = (_row_from(record) for record in self._by_ids(_COLUMNS, row_ids))
+        rows = (row_from(record) for record in self._by_ids(_COLUMNS, row_ids))
         return {row.row_id: row for row in rows}
 
     def heads(self, row_ids: Sequence[str]) -> dict[str, RowHead]:
         # The planner would take the primary key's index (unique), then read each wide row.
         records = self._by_ids(_HEAD_COLUMNS, row_ids, "rows r INDEXED BY rows_heads")
-        return {head.row_id: head for head in map(_head_from, records)}
+        return {head.row_id: head for head in map(head_from, records)}
 
     def _by_ids(self, columns: str, row_ids: Sequence[str], table: str = "rows r") -> Iterator[tuple]:
         ids = list(dict.fromkeys(row_ids))
@@ -161,7 +111,7 @@ class SqliteRowStore:
             "ORDER BY r.event_time IS NULL DESC, r.event_time DESC, r.ingest_position DESC LIMIT ?",
             (*args, -1 if limit is None else limit),
         )
-        return [_row_from(r) for r in reversed(records)]
+        return [row_from(r) for r in reversed(records)]
 
     def versions_of(self, tenant: str, threads: Sequence[str], row_ids: Sequence[str] = (),
                     known_at: datetime | None = None) -> list[VersionFields]:
@@ -209,7 +159,7 @@ class SqliteRowStore:
         ).fetchall()
         acls: dict[str, tuple[str, ...]] = {}  # a store has few distinct lists: each is parsed once
         return [VersionFields(rid, ten, thread, decode_time(event), decode_time(ingested), position,
-                              acls[acl] if acl in acls else acls.setdefault(acl, tuple(_list(acl))), st, sb)
+                              acls[acl] if acl in acls else acls.setdefault(acl, tuple(json_list(acl))), st, sb)
                 for rid, ten, thread, event, ingested, position, acl, st, sb in records]
 
     def skipped(self, row_id: str) -> SkippedDocument | None:
@@ -242,7 +192,7 @@ class SqliteRowStore:
             f"SELECT {_HEAD_COLUMNS} FROM rows r WHERE {where} ORDER BY r.ingest_position DESC LIMIT ?",
             (*args, limit + len(excluded)),
         )
-        return [head for head in map(_head_from, newest) if head.row_id not in excluded][:limit]
+        return [head for head in map(head_from, newest) if head.row_id not in excluded][:limit]
 
     def named(self, scope: Scope, source_ids: Sequence[str], limit: int) -> list[RowHead]:
         wanted = [s for s in dict.fromkeys(source_ids) if isinstance(s, str)]
@@ -254,7 +204,7 @@ class SqliteRowStore:
         # looking the ids up (rows_source_id); an id names one row per source, so few come back.
         found = self._query(f"SELECT {_HEAD_COLUMNS} FROM rows r WHERE {where} AND r.source_id IN ({marks})",
                             (*args, *wanted))
-        return sorted(map(_head_from, found), key=lambda head: -head.ingest_position)[:limit]
+        return sorted(map(head_from, found), key=lambda head: -head.ingest_position)[:limit]
 
     def inactive_at(self, tenant: str, known_at: datetime) -> frozenset[str]:
         # Only rows that maintenance ever touched can have been inactive; the latest step of
@@ -278,7 +228,7 @@ class SqliteRowStore:
         records = self._query(
             f"SELECT {_COLUMNS} FROM rows r WHERE {where} ORDER BY r.ingest_position LIMIT ?", (*args, limit)
         )
-        return [_row_from(r) for r in records]
+        return [row_from(r) for r in records]
 
     def page(self, tenant: str | None, after: tuple[int, str] | None, limit: int) -> list[Row]:
         """Up to `limit` rows of a tenant (every tenant: None) in (ingest position, row id) order,
@@ -293,7 +243,7 @@ class SqliteRowStore:
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         records = self._query(f"SELECT {_COLUMNS} FROM rows {where} ORDER BY ingest_position, row_id LIMIT ?",
                               (*args, limit))
-        return [_row_from(r) for r in records]
+        return [row_from(r) for r in records]
 
     def histories(self, row_ids: Sequence[str]) -> dict[str, list[RowChange]]:
         """The history of each of `row_ids` that has one, in log order (one read per 500 rows)."""
