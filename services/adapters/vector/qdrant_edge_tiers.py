@@ -40,8 +40,6 @@ from services.adapters.vector.qdrant_edge_build import (
     BuildFailed,
     BuildJournal,
     BuildRecord,
-    check_built,
-    start_build,
 )
 from services.adapters.vector.qdrant_edge_host import HostedShard
 from services.adapters.vector.qdrant_edge_manifest import (
@@ -56,6 +54,7 @@ from services.adapters.vector.qdrant_edge_manifest import (
     write_manifest,
 )
 from services.adapters.vector.qdrant_edge_search import merged_cut, widening_search
+from services.adapters.vector.qdrant_edge_tiers_swap import BuildSwap
 from services.core.scope import Scope
 from services.errors import InvalidVectors, OrgmemError
 from services.ports import Hit
@@ -63,7 +62,7 @@ from services.ports import Hit
 log = logging.getLogger(__name__)
 
 
-class TieredEdgeVectorIndex:
+class TieredEdgeVectorIndex(BuildSwap):
     """seal_rows: rows searched exactly (frozen + live shards, and sealed points outside a graph)
     at which `seal_if_due` starts a build. on_step(name) is called at each step of a build
     ("frozen", "copied", "child-started", "built", "swapped", "dropped"): crash tests stop the
@@ -334,49 +333,6 @@ class TieredEdgeVectorIndex:
         self._journal = BuildJournal()
         self._on_step("copied")
         return replaced
-
-    def _run_child(self, target: Path, inputs: Path) -> None:
-        if self._cancel.is_set():
-            raise BuildFailed("cancelled before the build started")
-        self._child = child = start_build(target, inputs, self.dim)
-        if self._cancel.is_set():  # cancelled while it started: _stop_build may not have seen it
-            child.kill()
-        self._on_step("child-started")
-        try:
-            _, err = child.communicate()
-        finally:
-            self._child = None
-        if self._cancel.is_set():
-            raise BuildFailed("cancelled")
-        check_built(child, err, target)
-        self._on_step("built")
-
-    def _open_built(self, target: Path) -> HostedShard:
-        """The new sealed shard, opened by its host while searches and writes go on (the writes
-        meanwhile are in the journal, replayed at the swap)."""
-        if self._cancel.is_set():
-            raise BuildFailed("cancelled")
-        return self._shard(target.name)
-
-    def _swap_in(self, replaced: tuple[Shard, ...], sealed: HostedShard) -> None:
-        if self._cancel.is_set():
-            sealed.close()
-            raise BuildFailed("cancelled")
-        journal, self._journal = self._journal, None
-        old = self._tiers
-        new = Tiers((*(s for s in old.sealed if s not in replaced), sealed),
-                    tuple(s for s in old.exact if s not in replaced))
-        try:
-            if journal.states:
-                sealed.update_state(list(journal.states.values()))
-            if journal.moved:
-                sealed.discard(sorted(journal.moved))
-            write_manifest(self.path, new)
-        except BaseException:
-            sealed.close()
-            raise
-        self._published.publish(new)
-        self._on_step("swapped")
 
     @contextmanager
     def builds_held(self) -> Iterator[None]:
