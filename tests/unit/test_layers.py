@@ -140,3 +140,30 @@ def test_a_planted_violation_is_caught(tmp_path, monkeypatch):
     planted.write_text("def f():\n    from services.adapters.lexical import tantivy\n    from ..app import memory\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert imports_of(planted) >= {"services.adapters.lexical", "services.adapters.lexical.tantivy", "services.app"}
+
+
+MAX_LINES = 400
+
+
+def long_modules(root: Path = ROOT, limit: int = MAX_LINES) -> list[str]:
+    """Modules over `limit` lines under the project's code roots (tests/ may hold longer files)."""
+    found = []
+    for top in ("schemas", "services", "workers", "orgmem", "bench"):
+        for path in sorted((root / top).rglob("*.py")):
+            lines = path.read_text(encoding="utf-8").count("\n")
+            if lines > limit:
+                found.append(f"{path.relative_to(root)}: {lines} lines")
+    return found
+
+
+def test_no_module_is_over_400_lines():
+    """A module that grows past this holds more than one thing: split it by what it holds."""
+    assert long_modules() == []
+
+
+def test_a_long_module_is_caught(tmp_path):
+    planted = tmp_path / "services" / "app" / "long.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text("x = 1\n" * (MAX_LINES + 1))
+    (tmp_path / "services" / "app" / "short.py").write_text("x = 1\n" * MAX_LINES)
+    assert long_modules(tmp_path) == [f"{Path('services/app/long.py')}: {MAX_LINES + 1} lines"]
