@@ -34,7 +34,9 @@ def onnx_embedder(cache_dir):
     return OnnxEmbedder("all-MiniLM-L6-v2", cache_dir=cache_dir)
 
 
+@pytest.mark.torch
 def test_onnx_vectors_equal_sentence_transformers(onnx_embedder):
+    pytest.importorskip("torch", reason="the torch backend is the reference: pip install 'orgmem[torch]'")
     from services.adapters.embedder.sentence_transformers import (
         SentenceTransformerEmbedder,
     )

@@ -5,9 +5,9 @@ takes 8.4 ms here against 27.8 ms through sentence-transformers/torch, with cosi
 the two embeddings; batches of long documents encode ~15 % faster. The query path is where it
 matters: the encoder was half of the end-to-end query latency.
 
-The model is exported once from sentence-transformers (torch is imported only then) into a cache
-folder, together with its tokenizer and pooling; later processes load only onnxruntime and
-`tokenizers`, which also starts them seconds sooner.
+The graph is built once from the model folder's weights (onnx_graph.py: onnx and numpy, no
+torch) into a cache folder, together with its tokenizer and pooling; every process then loads
+only onnxruntime and `tokenizers`, which also starts them seconds sooner.
 
 The export also writes an int8 copy (dynamic quantisation, per-channel weights) for queries: a
 15-token query takes 3.7 ms instead of 7.7 ms, at cosine 0.994 on average (0.989 at worst over 200
@@ -25,7 +25,6 @@ import re
 import shutil
 import tempfile
 import threading
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -36,8 +35,9 @@ from services.errors import OrgmemError
 
 log = logging.getLogger(__name__)
 
-# Bump when the exported files change meaning (2: the int8 copy was added; 3: eager attention).
-EXPORT_FORMAT = 3
+# Bump when the exported files change meaning (2: the int8 copy was added; 3: eager attention;
+# 4: the graph is built from the weights by onnx_graph.py, without torch).
+EXPORT_FORMAT = 4
 POOLING_MODES = ("mean", "cls")
 MODEL_FILES = {"fp32": "model.onnx", "int8": "model-int8.onnx"}
 
@@ -105,7 +105,11 @@ class OnnxEmbedder:
         # multi-threaded run spin-waits whenever the other core is busy.
         options.intra_op_num_threads = self._threads or 0
         options.inter_op_num_threads = 1
-        self._session = ort.InferenceSession(str(self._model_file), options, providers=["CPUExecutionProvider"])
+        try:
+            self._session = ort.InferenceSession(str(self._model_file), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # a truncated or overwritten cache file: name it, and how to mend it
+            raise OrgmemError(f"embedding model file {self._model_file} cannot be loaded ({type(exc).__name__}); "
+                              f"delete its folder {self._model_file.parent} to rebuild it") from exc
         self._inputs = [i.name for i in self._session.get_inputs()]
 
     def _run(self, texts: list[str]) -> np.ndarray:
@@ -159,62 +163,37 @@ def _fingerprint(source: str) -> list:
 
 
 def _export(source: str, staging: Path) -> None:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no network at run time
-    import torch
-    from sentence_transformers import SentenceTransformer
+    """The encoder graph built from the model folder's weights (no torch), its int8 copy, the
+    tokenizer and what the embedder needs to know of them."""
+    from services.adapters.embedder import onnx_graph
 
-    from transformers.utils import logging as transformers_logging
-
-    transformers_logging.disable_progress_bar()  # a weight-loading bar on the user's terminal
-    try:
-        st = SentenceTransformer(source, device="cpu")
-    except Exception as exc:  # any loading failure is a configuration problem
-        raise OrgmemError(f"cannot load embedding model {source!r}: {exc}") from exc
-    transformer, pooling = st[0], st[1] if len(st) > 1 else None
-    mode = getattr(pooling, "pooling_mode", None) or _pooling_mode(pooling)
-    if mode not in POOLING_MODES:
-        raise OrgmemError(f"embedder.backend: onnx supports {' and '.join(POOLING_MODES)} pooling, "
-                          f"not {mode!r}; use backend 'torch' for this model")
-    tokenizer = transformer.tokenizer
-    if not getattr(tokenizer, "is_fast", False):
-        raise OrgmemError("embedder.backend: onnx needs a model with a fast tokenizer; use backend 'torch'")
-
-    class Pooled(torch.nn.Module):
-        def __init__(self, encoder):
-            super().__init__()
-            self.encoder = encoder
-
-        def forward(self, input_ids, attention_mask, token_type_ids=None):
-            kwargs = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
-            hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask, **kwargs).last_hidden_state
-            if mode == "cls":
-                pooled = hidden[:, 0]
-            else:
-                mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-                pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-            return torch.nn.functional.normalize(pooled, dim=-1)
-
-    # Eager attention exports as plain MatMul and Softmax nodes. PyTorch's fused attention
-    # exports with extra masking nodes (Where, IsNaN per layer) that cost 0.5 of a 5.4 ms int8
-    # query; the vectors are the same (cosine 1.0 in fp32).
-    model = transformer.auto_model
-    if hasattr(model, "set_attn_implementation"):
-        model.set_attn_implementation("eager")
-    names = ["input_ids", "attention_mask"] + (["token_type_ids"] if "token_type_ids" in tokenizer.model_input_names else [])
-    sample = tuple(torch.ones(2, 8, dtype=torch.long) for _ in names)
-    axes = {name: {0: "batch", 1: "tokens"} for name in names} | {"embedding": {0: "batch"}}
-    with torch.inference_mode(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the tracer's notes on Python control flow in the model code
-        torch.onnx.export(Pooled(model.eval()), sample, str(staging / "model.onnx"),
-                          input_names=names, output_names=["embedding"], dynamic_axes=axes,
-                          opset_version=17, dynamo=False)
+    folder = Path(source)
+    if not folder.is_dir():
+        raise OrgmemError(f"cannot load embedding model {source!r}: not a local model folder; the onnx backend builds "
+                          "its graph from a folder's files (use backend 'torch' to load a hub model)")
+    tokenizer_file = folder / "tokenizer.json"
+    if not tokenizer_file.is_file():
+        raise OrgmemError(f"embedder.backend: onnx needs a fast tokenizer file {tokenizer_file}; use backend 'torch'")
+    described = onnx_graph.build(folder, staging / MODEL_FILES["fp32"])
     _quantise(staging / MODEL_FILES["fp32"], staging / MODEL_FILES["int8"])
-    tokenizer.backend_tokenizer.save(str(staging / "tokenizer.json"))
-    dim = st.get_embedding_dimension() if hasattr(st, "get_embedding_dimension") else st.get_sentence_embedding_dimension()
+    shutil.copyfile(tokenizer_file, staging / "tokenizer.json")
     (staging / "meta.json").write_text(json.dumps({
-        "source": source, "pooling": mode, "dim": int(dim),
-        "pad_id": int(tokenizer.pad_token_id or 0), "pad_token": tokenizer.pad_token or "[PAD]",
+        "source": source, "pooling": described["pooling"], "dim": described["dim"],
+        "pad_id": described["pad_id"], "pad_token": _pad_token(folder),
     }))
+
+
+def _pad_token(folder: Path) -> str:
+    for name in ("special_tokens_map.json", "tokenizer_config.json"):
+        try:
+            token = json.loads((folder / name).read_text()).get("pad_token")
+        except (OSError, ValueError):
+            continue
+        if isinstance(token, dict):
+            token = token.get("content")
+        if isinstance(token, str):
+            return token
+    return "[PAD]"
 
 
 def _quantise(source: Path, target: Path) -> None:
@@ -235,12 +214,3 @@ def _quantise(source: Path, target: Path) -> None:
                          op_types_to_quantize=["MatMul"])
     finally:
         root.setLevel(level)
-
-
-def _pooling_mode(pooling) -> str | None:
-    """Older sentence-transformers name the mode in flags instead of `pooling_mode`."""
-    if getattr(pooling, "pooling_mode_mean_tokens", False):
-        return "mean"
-    if getattr(pooling, "pooling_mode_cls_token", False):
-        return "cls"
-    return None
