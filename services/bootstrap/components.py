@@ -18,7 +18,7 @@ from services.settings import EmbedderSettings, Settings, TracingSettings
 
 
 @lru_cache(maxsize=8)
-def _embedder(settings: EmbedderSettings, role: str) -> Embedder:
+def _embedder(settings: EmbedderSettings, role: str, load_now: bool | None = None) -> Embedder:
     if settings.backend == "openai":
         from services.adapters.embedder.openai_compat import OpenAICompatEmbedder
 
@@ -29,7 +29,7 @@ def _embedder(settings: EmbedderSettings, role: str) -> Embedder:
     # The document encoder loads its model at its first batch: with encoder processes (every
     # embedded server on 2+ cores) that never comes, and the server's RSS stays ~90 MiB lower
     # (bench.footprint). The query encoder loads now, so that no query pays for it.
-    return _local_encoder(settings, role, load_now=role == "query")()
+    return _local_encoder(settings, role, load_now=role == "query" if load_now is None else load_now)()
 
 
 def _local_encoder(settings: EmbedderSettings, role: str, load_now: bool = True) -> Callable[[], Embedder]:
@@ -87,11 +87,11 @@ def cached_document_embedder(settings: Settings) -> Embedder:
                           owns_embedder=embedder is not local)
 
 
-def embedder_for(settings: EmbedderSettings, role: str = "ingest") -> Embedder:
+def embedder_for(settings: EmbedderSettings, role: str = "ingest", load_now: bool | None = None) -> Embedder:
     """One encoder per process, model and role. Queries get their own copy of the model (int8 by
     default, see `EmbedderSettings.query_precision`), so that a query never queues behind the
     indexer's batch encode."""
-    return _embedder(settings.model_copy(update={"encoder_processes": None}), role)
+    return _embedder(settings.model_copy(update={"encoder_processes": None}), role, load_now)
 
 
 @lru_cache(maxsize=4)

@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 
 def assemble_memory(settings: Settings, event_log: EventLog, rows: RowStore, lexical: LexicalIndex,
-                    vectors: VectorIndex, role: str = "indexer") -> Memory:
+                    vectors: VectorIndex, role: str = "indexer", preload_queries: bool = True) -> Memory:
     """Wire a Memory from opened adapters. role "indexer": this process projects the log (the
     embedded server, `orgmem indexer`); role "reader": it never projects (the cluster's API and
     Celery workers) and follows the projections' checkpoint instead."""
@@ -55,7 +55,10 @@ def assemble_memory(settings: Settings, event_log: EventLog, rows: RowStore, lex
         projection = ProjectionFollower(event_log, rows, poll_s=settings.indexer_poll_s)
     # An indexer process of the cluster answers no queries: it needs no second copy of the model.
     answers_queries = role == "reader" or settings.profile == "embedded"
-    query_embedder = embedder_for(settings.embedder, "query") if answers_queries else embedder
+    # A server loads its query encoder now, so that no query pays for it; a CLI command (most never
+    # query) loads it at its first query, if any.
+    query_embedder = (embedder_for(settings.embedder, "query", load_now=preload_queries) if answers_queries
+                      else embedder)
     retriever = Retriever(rows, lexical, vectors, query_embedder, tracer=tracer_for(settings))
     return Memory(event_log, rows, lexical, vectors, embedder, projection, retriever, retrieval_config(settings))
 
@@ -75,18 +78,18 @@ def embedded_adapters(settings: Settings, folder: str = projection_folders.LIVE
                                   settings.vector_search_ef, seal_rows=settings.vector_seal_rows))
 
 
-def build_memory(settings: Settings) -> tuple[Memory, DataFolderLock | NoLock]:
+def build_memory(settings: Settings, preload_queries: bool = True) -> tuple[Memory, DataFolderLock | NoLock]:
     """Open the memory of a data folder (embedded profile) with its projections locked; in the
     cluster profile, the memory of a process that reads the projections (see build_cluster_memory)."""
     if settings.profile == "cluster":
-        return build_cluster_memory(settings, role="reader")
+        return build_cluster_memory(settings, role="reader", preload_queries=preload_queries)
     if settings.profile != "embedded":
         raise Invalid(f"profile: {settings.profile!r} is unknown; use 'embedded' or 'cluster'")
     lock = DataFolderLock(Path(settings.data_dir))
     try:
         projection_folders.recover(Path(settings.data_dir))
         missing = projection_folders.missing_before_open(Path(settings.data_dir))
-        memory = assemble_memory(settings, *embedded_adapters(settings))
+        memory = assemble_memory(settings, *embedded_adapters(settings), preload_queries=preload_queries)
         memory.problems = _check_projections(memory, missing)
     except BaseException:
         lock.release()
@@ -130,7 +133,8 @@ def rebuild_aside(settings: Settings, progress=None, audit=None):
         lock.release()
 
 
-def build_cluster_memory(settings: Settings, role: str = "reader", aside: bool = False) -> tuple[Memory, NoLock]:
+def build_cluster_memory(settings: Settings, role: str = "reader", aside: bool = False,
+                         preload_queries: bool = True) -> tuple[Memory, NoLock]:
     """The cluster profile: Kafka log, Elasticsearch row store and lexical index (one ES index),
     Qdrant server vectors. Every part is named by `settings.cluster`: the aliases of the live
     generation (generation 1 is made where there is none), or with `aside` a new generation's own
@@ -162,7 +166,7 @@ def build_cluster_memory(settings: Settings, role: str = "reader", aside: bool =
         else:
             rows, lexical = _elasticsearch_stores(settings, role, aside, qdrant, dim, opened)
         vectors = QdrantServerVectorIndex(qdrant, cluster.qdrant_collection, dim, search_ef=settings.vector_search_ef)
-        return assemble_memory(settings, event_log, rows, lexical, vectors, role), NoLock()
+        return assemble_memory(settings, event_log, rows, lexical, vectors, role, preload_queries), NoLock()
     except BaseException:
         for part in reversed(opened):
             try:
@@ -216,9 +220,9 @@ def open_memory(settings: Settings, role: str = "reader") -> Iterator[Memory]:
     """The memory of the settings' profile, closed (and its data folder released) on exit. In the
     embedded profile the process always owns the folder; `role` picks the cluster's side."""
     if settings.profile == "cluster":
-        memory, lock = build_cluster_memory(settings, role=role)
+        memory, lock = build_cluster_memory(settings, role=role, preload_queries=False)
     else:
-        memory, lock = build_memory(settings)
+        memory, lock = build_memory(settings, preload_queries=False)
     try:
         yield memory
     finally:

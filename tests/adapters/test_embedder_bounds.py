@@ -113,7 +113,9 @@ def test_thirty_one_million_character_texts_encode_in_bounded_memory(onnx):
     print(f"31 x 1M characters, twice: RSS +{grown:.0f} MB, {seconds:.1f} s")
 
 
+@pytest.mark.torch
 def test_the_sentence_transformers_backend_cuts_the_same_way(monkeypatch):
+    pytest.importorskip("torch", reason="the torch backend: pip install 'orgmem[torch]'")
     from services.adapters.embedder.sentence_transformers import (
         SentenceTransformerEmbedder,
     )

@@ -140,8 +140,8 @@ def _exported(model: str, cache_dir: Path) -> Path:
         staging = Path(tempfile.mkdtemp(prefix=".export-", dir=cache_dir))
     except OSError as exc:
         raise OrgmemError(f"embedder.cache_dir: cannot write {cache_dir}: {exc}") from exc
-    log.info("preparing the encoder once: exporting %s to ONNX and quantising it to int8 in %s "
-             "(about 20 s on two cores)", model, folder)
+    log.info("preparing the encoder once: building the ONNX graph of %s and its int8 copy in %s "
+             "(a few seconds)", model, folder)
     try:
         _export(source, staging)
         staging.rename(folder)  # atomic; a concurrent exporter that won keeps its folder

