@@ -46,3 +46,22 @@ def test_a_truncated_cached_model_fails_a_query_in_one_line_naming_it(tmp_path):
     assert "Traceback" not in done.stderr
     assert str(model) in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "RC 0" not in done.stdout
+
+
+def test_encoder_processes_report_a_corrupt_model_naming_it_instead_of_hanging(tmp_path):
+    from functools import partial
+
+    from services.adapters.embedder.onnx_runtime import OnnxEmbedder
+    from services.adapters.embedder.process_pool import ProcessPoolEmbedder
+    from services.errors import OrgmemError
+
+    local = OnnxEmbedder("all-MiniLM-L6-v2", cache_dir=tmp_path, load_now=False)
+    (model,) = tmp_path.glob("*/model.onnx")
+    model.write_bytes(model.read_bytes()[:50_000])
+    factory = partial(OnnxEmbedder, "all-MiniLM-L6-v2", cache_dir=tmp_path)
+    with pytest.raises(OrgmemError, match=str(model).replace(".", r"\.")):
+        pool = ProcessPoolEmbedder(local, factory, 2, start_timeout_s=120)
+        try:
+            pool.encode(["a document"] * 8)
+        finally:
+            pool.close()
