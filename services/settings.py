@@ -251,6 +251,10 @@ class Settings(BaseSettings):
     # Per tenant: the only folders its writers' connector runs may read, e.g.
     # ORGMEM_CONNECTOR_TENANT_ROOTS='{"acme": ["/srv/inbox/acme"]}'. The data folder is never readable.
     connector_tenant_roots: dict[str, list[Path]] = Field(default_factory=dict)
+    # What a deletion found in a source does to its rows: "erase" (crypto-shredding, as
+    # POST /v1/admin/erasures) or "mark" (archived, out of retrieval, readable by id), per source,
+    # e.g. ORGMEM_CONNECTOR_DELETIONS='{"slack": "mark"}'. Default: erase for chat, mark otherwise.
+    connector_deletions: dict[str, Literal["erase", "mark"]] = Field(default_factory=dict)
     # Where admin maintenance jobs run: "in-process" (a thread of the server) or "celery" (the
     # workers of workers/maintenance, over cluster.redis_url). Default: in-process in the embedded
     # profile, celery in the cluster profile.

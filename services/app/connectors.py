@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Literal
 
 from schemas.documents import DocumentIn
-from schemas.events import DocumentObserved
+from schemas.events import DocumentObserved, RowArchived, RowSuperseded
 from services.app.log_lanes import lane_spans
 from services.app.memory import append_documents
 from services.connectors.base import (
@@ -30,15 +30,17 @@ from services.connectors.base import (
     RunStopped,
 )
 from services.connectors.paths import PathGuard
+from services.connectors.sources import DELETION_POLICIES, SOURCES, default_policy, source_named
 from services.core.caller import SYSTEM, Caller
 from services.core.write_rules import row_id_for
-from services.errors import Invalid
+from services.errors import Invalid, NotFound
 from services.ports import EventLog
 from services.settings import Settings
 
 log = logging.getLogger(__name__)
 
-ConnectorKind = Literal["email", "imap", "tickets", "csv", "meetings"]
+# The file and IMAP connectors; every contract source (services/connectors/sources) is a kind too.
+ConnectorKind = Literal["email", "imap", "tickets", "csv", "meetings"] | str
 _SAFE_TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
@@ -134,6 +136,7 @@ def run_connector(
     guard = guard or PathGuard.around(paths, [data_dir])
     sink, counter = log_sink(event_log, caller, known or KnownSources(event_log, caller.tenant))
     state = ConnectorState(data_dir, f"{caller.tenant}.{kind}", tenant=caller.tenant)
+    deletions = options.pop("deletions", None)
     try:
         report = _dispatch(kind, paths, sink, state, guard, options)
     except RunStopped as stopped:  # anything else was refused before the run started (bad arguments)
@@ -143,7 +146,8 @@ def run_connector(
         report.stopped = f"{type(cause).__name__}: {cause}"[:1000]
     report.already_known = counter["already_known"]
     report.known_items = counter["known_items"]
-    return report, counter["position"]
+    position = _record_changes(event_log, caller, report, deletions or default_policy(kind)) or counter["position"]
+    return report, position
 
 
 def _dispatch(kind: str, paths: list[Path], sink, state: ConnectorState, guard: PathGuard,
@@ -170,7 +174,66 @@ def _dispatch(kind: str, paths: list[Path], sink, state: ConnectorState, guard: 
         from services.connectors.meetings import run_meetings
 
         return run_meetings(paths, sink, state, guard=guard, **options)
+    if kind in SOURCES:
+        from services.connectors.runner import run_source
+
+        access = options.pop("access", None)
+        return run_source(source_named(kind), paths, sink, state, guard=guard, access=access, options=options)
     raise Invalid(f"connector: unknown connector {kind!r}")
+
+
+# --- what a source's run changed: supersessions and deletions --------------------------------------
+
+
+def _record_changes(event_log: EventLog, caller: Caller, report: ConnectorReport, policy: str) -> int:
+    """Append what the run found: each replaced version superseded by its successor, and each
+    removed version archived when the policy is "mark". Under "erase" the removals stay in the
+    report for `erase_removed`, which needs the projections (the caller holds them). Returns the
+    last position written, 0 for none."""
+    if policy not in DELETION_POLICIES:
+        raise Invalid(f"deletions: {policy!r} is not one of {', '.join(DELETION_POLICIES)}")
+    events: list = [RowSuperseded(tenant=caller.tenant, row_id=_row_of(caller.tenant, s["source"], s["source_id"]),
+                                  superseded_by=_row_of(caller.tenant, s["source"], s["by"]),
+                                  reason=f"edited in {s['source']}") for s in report.superseded]
+    for removal in report.removed:
+        removal["policy"] = policy
+        if policy == "mark":
+            events.append(RowArchived(tenant=caller.tenant, row_id=_row_of(caller.tenant, removal["source"],
+                                                                         removal["source_id"]),
+                                      reason=removal["reason"]))
+            removal["applied"] = "archived"
+        else:
+            removal["applied"] = "pending"  # erase_removed applies it
+    if not events:
+        return 0
+    logged = event_log.append(events)
+    return logged[-1].position if logged else 0
+
+
+def _row_of(tenant: str, source: str, source_id: str) -> str:
+    return row_id_for(tenant, DocumentIn(text="-", source=source, source_id=source_id))
+
+
+def erase_removed(memory, tenant: str, report: ConnectorReport, actor: str, data_dir: Path | None = None) -> int:
+    """Erase (crypto-shred) each version the run found removed under the "erase" policy, as
+    `POST /v1/admin/erasures` would, one erasure per version, each audited. Returns how many."""
+    from services.app.erasure import erase
+
+    erased = 0
+    for removal in report.removed:
+        if removal.get("applied") != "pending":
+            continue
+        try:
+            erase(memory, tenant, actor=actor, reason=removal["reason"], source=removal["source"],
+                  source_id=removal["source_id"], data_dir=data_dir)
+            removal["applied"] = "erased"
+            erased += 1
+        except NotFound:
+            removal["applied"] = "nothing stored"  # never ingested (refused, a duplicate text)
+        except Exception as exc:  # the next removals still go; this one is reported, not lost
+            log.exception("connector %s: erasing %s failed", report.connector, removal["source_id"])
+            removal["applied"] = f"failed: {type(exc).__name__}: {exc}"[:300]
+    return erased
 
 
 # --- where a tenant's runs may read ---------------------------------------------------------------

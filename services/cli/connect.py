@@ -33,14 +33,49 @@ def _run(args, kind: str, **options) -> int:
         print(f"dead letter: {letter['path']}: {letter['reason']}", file=sys.stderr)
     for item in summary["known_items"]:
         print(f"already known: {item['source']} {item['source_id']} (row {item['row_id']})", file=sys.stderr)
-    print(json.dumps({k: v for k, v in summary.items() if k not in ("dead_letters", "known_items")} | {
-        "dead_letters": len(summary["dead_letters"]), "log_position": position}))
+    for why, count in summary["skipped"].items():
+        print(f"skipped {count}: {why}", file=sys.stderr)
+    for note in summary["notes"]:
+        print(f"note: {note}", file=sys.stderr)
     if not args.no_index:
         index_log(settings)  # what the run appended is durable, also when it stopped part-way
+        _erase_removed(settings, args, report)
+    summary = report.to_dict()
+    listed = ("dead_letters", "known_items", "superseded", "removed")
+    print(json.dumps({k: v for k, v in summary.items() if k not in listed} | {
+        k: len(summary[k]) for k in listed if k != "known_items"} | {"log_position": position}))
+    for removal in summary["removed"]:
+        print(f"removed in the source: {removal['source']} {removal['source_id']}: {removal['reason']} "
+              f"({removal.get('applied', 'pending')})", file=sys.stderr)
     if report.stopped:
         print(f"orgmem: the run stopped before the end: {report.stopped}", file=sys.stderr)
         return 1
     return 0
+
+
+def _erase_removed(settings, args, report) -> None:
+    """Under the "erase" policy, the versions the source deleted are crypto-shredded now, as
+    `orgmem erase` does (this process holds the data folder: a running server must be stopped,
+    or run the connector over the API)."""
+    if not any(r.get("applied") == "pending" for r in report.removed):
+        return
+    from services.app.connectors import erase_removed
+    from services.bootstrap import open_memory
+    from services.cli.keys import _actor
+
+    with open_memory(settings, role="indexer") as memory:
+        memory.catch_up()
+        erase_removed(memory, args.tenant, report, actor=_actor(args), data_dir=settings.data_dir)
+
+
+def cmd_source(args) -> int:
+    from services.cli.common import settings_from
+    from services.connectors.access import AccessMap
+
+    settings = settings_from(args)
+    access = AccessMap.from_file(args.access_map) if args.access_map else None
+    deletions = args.deletions or settings.connector_deletions.get(args.connector)
+    return _run(args, args.connector, access=access, deletions=deletions, absence=not args.partial)
 
 
 def cmd_email(args) -> int:
@@ -86,7 +121,7 @@ def cmd_dead_letters(args) -> int:
 
 
 def register(command, sub) -> None:
-    connect = sub.add_parser("connect", help="run a connector (email, imap, tickets, csv, meetings)")
+    connect = sub.add_parser("connect", help="run a connector (email, imap, tickets, csv, meetings, and the sources: slack, ...)")
     kinds = connect.add_subparsers(dest="connector", required=True)
 
     def kind(name, handler, help_, paths=True):
@@ -118,6 +153,19 @@ def register(command, sub) -> None:
     p.add_argument("--date", help="meeting date when the file carries none")
     p.add_argument("--format", action="append", choices=["vtt", "srt", "json", "transcript"],
                    help="formats to read, repeatable (default vtt, srt, json; 'transcript' reads .txt)")
+    from services.connectors.sources import SOURCES
+
+    for name, (_, _, help_, policy) in SOURCES.items():
+        p = kind(name, cmd_source, help_)
+        p.add_argument("--access-map", metavar="FILE",
+                       help='JSON {"users": {source id: principal}, "groups": {source id: group}}; '
+                            "ids it does not name grant nobody")
+        p.add_argument("--deletions", choices=["erase", "mark"],
+                       help=f"what a deletion in the source does to its rows (default {policy}, "
+                            "or ORGMEM_CONNECTOR_DELETIONS)")
+        p.add_argument("--partial", action="store_true",
+                       help="the export holds part of the source only: nothing it lacks counts as deleted")
+        p.add_argument("--actor", help="who erases, for the audit log (default cli:<user>)")
     p = kinds.add_parser("dead-letters", help="inputs that could not be parsed, with the reason")
     p.add_argument("--data", default=None)
     p.add_argument("--tenant", default=None, help="only this tenant's (default: every tenant's, named)")

@@ -43,6 +43,18 @@ class ConnectorReport:
     known_items: list[dict] = field(default_factory=list)
     # Why the run stopped before the end (the sink refused a batch, a bug), or None when it finished.
     stopped: str | None = None
+    # Files not read for their format, type or place, by why and how to include them: never silent.
+    skipped: dict[str, int] = field(default_factory=dict)
+    # Contract sources (services/connectors/runner.py): versions that replaced an earlier one
+    # ({source, source_id, by}), versions removed in the source ({source, source_id, reason}) for
+    # the caller's deletion policy, source ids the access map did not know, and what else to say.
+    superseded: list[dict] = field(default_factory=list)
+    removed: list[dict] = field(default_factory=list)
+    unmapped: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def skip(self, why: str, count: int = 1) -> None:
+        self.skipped[why] = self.skipped.get(why, 0) + count
 
     def to_dict(self) -> dict:
         return {**asdict(self), "dead_letters": [asdict(d) for d in self.dead_letters]}

@@ -68,6 +68,10 @@ class Version:
     readers: tuple[str, ...] = ()
     private: bool = False
     parts: frozenset[str] = frozenset()
+    # The source's id of the group the readers form (a private channel): when the access map maps
+    # it to an orgmem group, that group stands for the members (a channel of 5,000 people is one
+    # entry, not 5,000, past the access list's cap).
+    group: str = ""
 
 
 @dataclass(frozen=True)

@@ -30,12 +30,17 @@ from services.api.problems import ApiProblem
 from services.app.connectors import (
     KnownSources,
     check_under_roots,
+    erase_removed,
     guard_for,
     run_connector,
 )
+from services.connectors.access import AccessMap
 from services.connectors.base import dead_letter_records
+from services.connectors.sources import SOURCES, default_policy
 
 router = APIRouter(tags=["connectors"])
+# The file connectors and every contract source (Slack, Teams, ...), by name.
+Kind = Literal[("email", "tickets", "meetings", *SOURCES)]
 
 
 @router.get("/v1/connectors/dead-letters", operation_id="list_dead_letters", response_model=DeadLettersResponse)
@@ -53,12 +58,21 @@ def dead_letters(s: State, caller: Admin, limit: int = Query(default=200, ge=1, 
 
 @router.post("/v1/connectors/{kind}", operation_id="run_connector", response_model=ConnectorRunResponse,
              responses={503: {"model": ConnectorRunResponse, "description": "the run stopped part-way"}})
-async def run(kind: Literal["email", "tickets", "meetings"], body: ConnectorRunRequest, s: State,
+async def run(kind: Kind, body: ConnectorRunRequest, s: State,
               caller: Writer) -> ConnectorRunResponse | JSONResponse:
     settings = s.settings
     guard = guard_for(settings, caller.tenant)
     paths = check_under_roots(body.paths, guard)
     options: dict = {"acl_from_participants": body.acl_from_participants}
+    erasing = False
+    if kind in SOURCES:
+        policy = body.deletions or settings.connector_deletions.get(kind) or default_policy(kind)
+        # Erasure destroys keys: only an unrestricted admin may (as POST /v1/admin/erasures); a
+        # writer's run marks what the source deleted, reversibly, for an admin to erase.
+        erasing = policy == "erase" and caller.role == "admin" and caller.readers is None
+        options |= {"access": AccessMap.from_dict(body.access_map), "absence": not body.partial,
+                    "deletions": "erase" if erasing else "mark"}
+        options.pop("acl_from_participants")
     if kind == "meetings":
         options["date"] = body.date
         options["formats"] = body.formats
@@ -77,11 +91,16 @@ async def run(kind: Literal["email", "tickets", "meetings"], body: ConnectorRunR
 
     report, position = await run_in_threadpool(run_it)
     s.indexer.wake()
+    if erasing and any(r.get("applied") == "pending" for r in report.removed):
+        await run_in_threadpool(erase_removed, memory, caller.tenant, report, caller.name, Path(settings.data_dir))
+    elif kind in SOURCES and body.deletions == "erase" and not erasing and report.removed:
+        report.notes.append("the removed versions were archived, not erased: erasing needs an unrestricted admin key")
     data = report.to_dict()
     answer = ConnectorRunResponse(
         connector=kind, documents=data["documents"], items_seen=data["items_seen"], unchanged=data["unchanged"],
         dead_letters=data["dead_letters"], already_known=data["already_known"], known_items=data["known_items"],
-        stopped=data["stopped"], log_position=position)
+        stopped=data["stopped"], log_position=position, skipped=data["skipped"], superseded=len(data["superseded"]),
+        removed=data["removed"], unmapped=data["unmapped"], notes=data["notes"])
     if answer.stopped:
         return JSONResponse(answer.model_dump(mode="json"), status_code=503)
     return answer

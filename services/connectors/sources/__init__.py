@@ -1,0 +1,37 @@
+"""The contract sources orgmem knows, by name (services/connectors/contract.py says what one is).
+
+Each is loaded when a run names it, so a source's extraction libraries cost only the runs that
+use it. Adding a source: its module here, one line below, its tests under
+tests/unit/connectors/sources/.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from services.connectors.contract import Source
+from services.errors import Invalid
+
+# name -> (module, class, what the CLI's help says it reads, its deletion policy by default)
+SOURCES: dict[str, tuple[str, str, str, str]] = {
+    "slack": ("services.connectors.sources.slack", "SlackSource",
+              "a Slack workspace export (.zip or its folder)", "erase"),
+    "mattermost": ("services.connectors.sources.mattermost", "MattermostSource",
+                   "a Mattermost bulk export (JSONL, or a .zip holding it)", "erase"),
+    "teams": ("services.connectors.sources.teams", "TeamsSource",
+              "Microsoft Teams messages as Graph returns them (a folder or .zip of JSON)", "erase"),
+}
+
+DELETION_POLICIES = ("erase", "mark")
+
+
+def source_named(name: str) -> Source:
+    try:
+        module, cls, _, _ = SOURCES[name]
+    except KeyError:
+        raise Invalid(f"connector: unknown source {name!r} (known: {', '.join(sorted(SOURCES))})") from None
+    return getattr(importlib.import_module(module), cls)()
+
+
+def default_policy(name: str) -> str:
+    return SOURCES[name][3] if name in SOURCES else "mark"
