@@ -16,10 +16,6 @@ from services.errors import Invalid
 SOURCES: dict[str, tuple[str, str, str, str]] = {
     "slack": ("services.connectors.sources.slack", "SlackSource",
               "a Slack workspace export (.zip or its folder)", "erase"),
-    "mattermost": ("services.connectors.sources.mattermost", "MattermostSource",
-                   "a Mattermost bulk export (JSONL, or a .zip holding it)", "erase"),
-    "teams": ("services.connectors.sources.teams", "TeamsSource",
-              "Microsoft Teams messages as Graph returns them (a folder or .zip of JSON)", "erase"),
 }
 
 DELETION_POLICIES = ("erase", "mark")
