@@ -8,7 +8,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 from schemas.documents import DocumentIn
@@ -30,9 +30,11 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 Paths = str | Path | Iterable[str | Path]  # one file or folder, or several
 
 
-def _files(paths: Paths, suffixes: tuple[str, ...], guard: PathGuard) -> Iterator[Path | Refused]:
+def _files(paths: Paths, suffixes: tuple[str, ...], guard: PathGuard,
+           skipped: Callable[[Path], None] = lambda _p: None) -> Iterator[Path | Refused]:
     """Files as given, and files under folders (recursively, sorted) with one of the suffixes; a
-    path the guard refuses (a link out of the roots, the data folder) is reported, not read."""
+    path the guard refuses (a link out of the roots, the data folder) is reported, not read, and
+    a file of another suffix is told to `skipped`."""
     for raw in [paths] if isinstance(paths, (str, Path)) else paths:
         path = Path(raw)
         why = guard.refusal(path)
@@ -44,6 +46,8 @@ def _files(paths: Paths, suffixes: tuple[str, ...], guard: PathGuard) -> Iterato
                 name = Path(found.path) if isinstance(found, Refused) else found
                 if name.suffix.lower() in suffixes or (isinstance(found, Refused) and name.is_dir()):
                     yield found
+                elif not isinstance(found, Refused):
+                    skipped(found)
         elif path.is_file():
             yield path
         else:
@@ -52,7 +56,8 @@ def _files(paths: Paths, suffixes: tuple[str, ...], guard: PathGuard) -> Iterato
 
 def run_files(connector: str, paths: Paths, suffixes: tuple[str, ...],
               parse: Callable[[bytes, Path], tuple[list[DocumentIn], list[DeadLetter], int]],
-              sink: Sink, state: ConnectorState, options: dict, guard: PathGuard | None = None) -> ConnectorReport:
+              sink: Sink, state: ConnectorState, options: dict, guard: PathGuard | None = None,
+              hints: Mapping[str, str] | None = None) -> ConnectorReport:
     """The file-connector loop: skip a file whose bytes and options match the cursor, else parse it,
     hand its documents to the sink, record its dead letters, then its fingerprint. Options are part
     of the fingerprint so that a corrected CSV mapping or meeting date re-reads the same file.
@@ -64,8 +69,14 @@ def run_files(connector: str, paths: Paths, suffixes: tuple[str, ...],
     opts = json.dumps(options, sort_keys=True, default=str)
     if guard is None:
         guard = PathGuard.around([paths] if isinstance(paths, (str, Path)) else paths, [state.root.parent])
+    def skipped(path: Path) -> None:
+        # Never silent: how many files of which kind were passed over, and how to read them.
+        suffix = path.suffix.lower() or "(no suffix)"
+        how = (hints or {}).get(suffix, f"{connector} reads {', '.join(suffixes)} only")
+        report.skip(f"{suffix} files: {how}")
+
     with reporting(report):
-        for path in _files(paths, suffixes, guard):
+        for path in _files(paths, suffixes, guard, skipped):
             if isinstance(path, Refused):
                 letters = [DeadLetter(connector, path.path, path.reason)]
             else:

@@ -357,4 +357,7 @@ def run_meetings(paths: Paths, sink: Sink, state: ConnectorState, *,
     return run_files(CONNECTOR, paths, suffixes,
                      lambda data, path: parse_meeting_file(data, path, date=when, formats=asked,
                                                            acl_from_participants=acl_from_participants),
-                     sink, state, {"date": when, "acl": acl_from_participants, "formats": asked}, guard)
+                     sink, state, {"date": when, "acl": acl_from_participants, "formats": asked}, guard,
+                     hints={} if "transcript" in asked else {
+                         ".txt": "plain 'Speaker: text' transcripts are read with --format transcript "
+                                 "(API: \"formats\": [\"transcript\"])"})

@@ -231,3 +231,21 @@ def test_rerun_over_unchanged_files_hands_nothing_and_a_new_date_rereads(tmp_pat
 def test_bad_date_argument_is_refused_before_reading():
     with pytest.raises(MeetingError, match="date argument"):
         run_meetings([], lambda docs: None, None, date="someday")  # type: ignore[arg-type]
+
+
+def test_txt_transcripts_not_asked_for_are_counted_with_how_to_read_them(tmp_path):
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    for i in range(3):
+        (inbox / f"standup-{i}.txt").write_text("Dana: we ship Friday\nLee: agreed\n")
+    (inbox / "notes.docx").write_bytes(b"PK")
+    got: list = []
+    report = run_meetings(inbox, got.extend, ConnectorState(tmp_path / "data", "meetings"))
+    assert report.items_seen == 0 and got == []
+    assert report.skipped[
+        ".txt files: plain 'Speaker: text' transcripts are read with --format transcript "
+        '(API: "formats": ["transcript"])'] == 3
+    assert any(why.startswith(".docx files:") for why in report.skipped)
+    asked = run_meetings(inbox, got.extend, ConnectorState(tmp_path / "data2", "meetings"),
+                         formats=["transcript"])
+    assert asked.items_seen == 3 and not any(why.startswith(".txt") for why in asked.skipped)
