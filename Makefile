@@ -32,7 +32,7 @@ venv-torch: $(TORCH_VENV)/.installed
 
 # Only the tests marked torch: the onnx graph against sentence-transformers, the torch backend.
 test-torch: venv-torch
-	$(TORCH_VENV)/bin/python -m pytest -q -m torch tests/contract/test_embedder.py tests/adapters
+	$(TORCH_VENV)/bin/python -m pytest -q -m torch tests/contract/test_embedder.py tests/adapters/test_onnx_graph.py tests/adapters/test_embedder_bounds.py
 
 demo: venv
 	$(VENV)/bin/orgmem demo --data $(DATA) --port $(PORT)
