@@ -124,13 +124,14 @@ def register(command, sub) -> None:
     connect = sub.add_parser("connect", help="run a connector (email, imap, tickets, csv, meetings, and the sources: slack, ...)")
     kinds = connect.add_subparsers(dest="connector", required=True)
 
-    def kind(name, handler, help_, paths=True):
+    def kind(name, handler, help_, paths=True, participants=True):
         p = kinds.add_parser(name, help=help_)
         p.add_argument("--data", default=None, help="data folder (default ./orgmem-data)")
         p.add_argument("--tenant", default="default")
         p.add_argument("--no-index", action="store_true", help="append only; a running server indexes")
-        p.add_argument("--acl-from-participants", action="store_true",
-                       help="limit each document to its participants (mail To/Cc, ticket people, invitees)")
+        if participants:  # contract sources take their access lists from the source and its map
+            p.add_argument("--acl-from-participants", action="store_true",
+                           help="limit each document to its participants (mail To/Cc, ticket people, invitees)")
         if paths:
             p.add_argument("paths", nargs="+")
         p.set_defaults(handler=handler)
@@ -156,7 +157,7 @@ def register(command, sub) -> None:
     from services.connectors.sources import SOURCES
 
     for name, (_, _, help_, policy) in SOURCES.items():
-        p = kind(name, cmd_source, help_)
+        p = kind(name, cmd_source, help_, participants=False)
         p.add_argument("--access-map", metavar="FILE",
                        help='JSON {"users": {source id: principal}, "groups": {source id: group}}; '
                             "ids it does not name grant nobody")
