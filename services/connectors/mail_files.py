@@ -147,6 +147,8 @@ def _inputs(path: Path, explicit: bool, guard: PathGuard, folders: set[Path]) ->
         kind = _sniff(path, guard)
         if kind or explicit:  # a file named by the caller is read even if it does not look like mail
             yield path, kind or "message"
+        else:
+            yield path, "?"  # under a folder and not mail: counted as skipped, never silent
         return
     if not path.is_dir() or real(path) in folders:
         return  # a link back to a folder already walked
@@ -172,6 +174,16 @@ def _inputs(path: Path, explicit: bool, guard: PathGuard, folders: set[Path]) ->
     for child in children:
         if child.is_dir() or (child.is_file() and not child.name.startswith(".")):
             yield from _inputs(child, False, guard, folders)
+        elif child.is_file():
+            yield child, "?."  # a hidden file (.DS_Store, an editor's swap file)
+
+
+def _skipped_why(path: Path, hidden: bool) -> str:
+    suffix = path.suffix.lower() or "(no suffix)"
+    if hidden:
+        return "hidden files: not read under a folder; name the file to read it"
+    return (f"{suffix} files: not mail (no From: with Date:, Message-ID: or Received: in the first "
+            "4 KiB); name the file to read it anyway")
 
 
 def _digest(handle: BinaryIO) -> str:
@@ -243,6 +255,9 @@ def run_email(
             for file, kind in _inputs(given, True, guard, folders):
                 if kind.startswith("!"):
                     letters.append(DeadLetter(CONNECTOR, str(file), kind[1:]))
+                    continue
+                if kind.startswith("?"):
+                    report.skip(_skipped_why(file, hidden=kind == "?."))
                     continue
                 key = str(file.resolve())
                 if key in seen:

@@ -290,3 +290,21 @@ def test_missing_path_is_a_dead_letter_and_the_rest_goes_in(tmp_path):
     report = run_email([tmp_path / "nope", good], sink, ConnectorState(tmp_path / "data", "email"))
     assert [d.source_id for d in sink.docs] == ["m1@example.com"]
     assert [(d.path, d.reason) for d in report.dead_letters] == [(str(tmp_path / "nope"), "path: does not exist")]
+
+
+def test_files_under_a_folder_that_are_not_mail_are_counted_with_how_to_read_them(tmp_path):
+    """Issue 41: a run that passes files over says how many and how to include them."""
+    root = tmp_path / "mail"
+    root.mkdir()
+    (root / "one.eml").write_bytes(message(msg_id="<real@x>"))
+    (root / "notes.txt").write_text("Agenda: budget\nOwner: Dana\n")
+    (root / "minutes.txt").write_text("Just some text, no headers at all.\n")
+    (root / ".DS_Store").write_bytes(b"\x00\x01binary")
+    report = run_email([root], Collector(), ConnectorState(tmp_path / "data", "email"))
+    assert report.documents == 1 and report.dead_letters == []
+    [(why_txt, count), (why_hidden, hidden)] = sorted(report.skipped.items())
+    assert why_txt.startswith(".txt files: not mail") and "name the file" in why_txt and count == 2
+    assert why_hidden.startswith("hidden files") and hidden == 1
+    # Named by the caller, the same text file is read (it becomes a dead letter or a document, never silence).
+    named = run_email([root / "notes.txt"], Collector(), ConnectorState(tmp_path / "data2", "email"))
+    assert named.skipped == {} and named.items_seen == 1
