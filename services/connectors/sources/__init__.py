@@ -16,6 +16,10 @@ from services.errors import Invalid
 SOURCES: dict[str, tuple[str, str, str, str]] = {
     "slack": ("services.connectors.sources.slack", "SlackSource",
               "a Slack workspace export (.zip or its folder)", "erase"),
+    "mattermost": ("services.connectors.sources.mattermost", "MattermostSource",
+                   "a Mattermost bulk export (the mmctl export .zip or a folder holding its .jsonl)", "erase"),
+    "teams": ("services.connectors.sources.teams", "TeamsSource",
+              "a Microsoft Teams export of Graph JSON (teams/ and chats/ folders, or their .zip)", "erase"),
 }
 
 DELETION_POLICIES = ("erase", "mark")

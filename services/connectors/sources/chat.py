@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from schemas.documents import MAX_NAME_CHARS, MAX_TAGS, MAX_TEXT_CHARS, MAX_VALUE_CHARS, DocumentIn
 from services.connectors.base import DeadLetter
-from services.connectors.contract import Version
+from services.connectors.contract import MAX_MEMBER_BYTES, ExportTree, MemberRefused, Removed, Version
 from services.connectors.dates import to_utc
 
 TITLE_CHARS = 120
@@ -57,6 +57,11 @@ class Thread:
     readers: tuple[str, ...] = ()
     private: bool = False
     group: str = ""  # the source's id of the group the readers form (a private channel's id)
+    deleted: int = 0  # messages the export marks deleted: none left means the thread is gone
+
+
+def item_of(thread: Thread) -> str:
+    return f"{thread.channel}/{thread.root}"
 
 
 def message_line(message: Message) -> str:
@@ -99,7 +104,7 @@ def thread_version(source: str, thread: Thread, where: str) -> Version | DeadLet
             tags=tags, participants=posters[:MAX_TAGS])
     except ValidationError as exc:
         return DeadLetter(source, where, f"not a document: {exc.errors()[0].get('msg', exc)}"[:500])
-    return Version(item=f"{thread.channel}/{thread.root}", version=version_of(messages), document=document,
+    return Version(item=item_of(thread), version=version_of(messages), document=document,
                    readers=tuple(dict.fromkeys(thread.readers)), private=thread.private,
                    group=thread.group if thread.private else "", parts=frozenset(m.id for m in messages))
 
@@ -129,3 +134,39 @@ def iso_date(value: object, where: str) -> datetime:
         raise ChatError(f"{where}: {value[:60]!r} is not an ISO 8601 time") from None
     return to_utc(when, where, ChatError)
 
+
+
+def thread_found(source: str, thread: Thread, where: str) -> Version | Removed | DeadLetter:
+    """The thread's Version; `Removed` when the export still lists it but every message of it is
+    marked deleted (a tombstone, so its earlier versions go by the deletion policy)."""
+    if not thread.messages and thread.deleted:
+        return Removed(item_of(thread), f"every message deleted in {source}")
+    return thread_version(source, thread, where)
+
+
+def read_json(tree: ExportTree, name: str, limit: int = MAX_MEMBER_BYTES) -> object:
+    """A member parsed as JSON, or ChatError saying why not (refused, not UTF-8, not JSON)."""
+    try:
+        data = tree.read(name, limit)
+    except MemberRefused as exc:
+        raise ChatError(exc.reason) from None
+    try:
+        return json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ChatError(f"not JSON: {str(exc)[:200]}") from None
+
+
+class Letters:
+    """One file's dead letters: the first `cap` named one by one, the rest summed in one letter,
+    so a file of a million bad lines costs a handful of letters, not a million."""
+
+    def __init__(self, source: str, where: str, cap: int = 20):
+        self.source, self.where, self.cap, self.count = source, where, cap, 0
+
+    def add(self, where: str, reason: str) -> list[DeadLetter]:
+        self.count += 1
+        return [DeadLetter(self.source, where, reason)] if self.count <= self.cap else []
+
+    def rest(self) -> list[DeadLetter]:
+        more = self.count - self.cap
+        return [DeadLetter(self.source, self.where, f"{more} more not read")] if more > 0 else []
