@@ -308,6 +308,8 @@ class MattermostSource:
         unknown: Counter = Counter()
         for (key, root) in sorted(self.posts):
             post = self.posts[(key, root)]
+            if not post.messages and not post.deleted:
+                continue  # notices or empty posts only: nothing to read, nothing deleted
             channel = self._channel(post)
             if channel is None:
                 unknown[key] += 1

@@ -262,6 +262,8 @@ class TeamsSource:
                 thread.messages.append(message)
             thread.deleted += deleted
         for root in sorted(threads):
+            if not threads[root].messages and not threads[root].deleted:
+                continue  # system events or empty messages only: nothing to read, nothing deleted
             yield thread_found(NAME, threads[root], f"{tree.label}/{conversation.folder}#{root}")
 
     def _message(self, raw: object, at: str, by_day: bool) -> tuple[str, str, Message | None, bool, str]:

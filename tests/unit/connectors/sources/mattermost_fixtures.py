@@ -30,8 +30,9 @@ def ms(day: str, second: int = 0) -> int:
 
 
 def reply(who: str, text: str, at: int, *, edit_at: int | None = None, delete_at: int | None = None,
-          files: list[str] | None = None) -> dict:
-    out: dict = {"user": who, "message": text, "create_at": at}
+          files: list[str] | None = None, **fields) -> dict:
+    """A reply (and the fields a post shares with it); `fields` are written as given (`type`)."""
+    out: dict = {"user": who, "message": text, "create_at": at, **fields}
     if edit_at:
         out["edit_at"] = edit_at
     if delete_at:
