@@ -26,7 +26,7 @@ from schemas.connectors import (
     DeadLetterView,
 )
 from services.api.deps import Admin, State, Writer
-from services.api.problems import ApiProblem
+from services.api.problems import ApiProblem, invalid_request
 from services.app.connectors import (
     KnownSources,
     check_under_roots,
@@ -37,6 +37,7 @@ from services.app.connectors import (
 from services.connectors.access import AccessMap
 from services.connectors.base import dead_letter_records
 from services.connectors.sources import SOURCES, default_policy
+from services.errors import Invalid
 
 router = APIRouter(tags=["connectors"])
 # The file connectors and every contract source (Slack, Teams, ...), by name.
@@ -70,7 +71,11 @@ async def run(kind: Kind, body: ConnectorRunRequest, s: State,
         # Erasure destroys keys: only an unrestricted admin may (as POST /v1/admin/erasures); a
         # writer's run marks what the source deleted, reversibly, for an admin to erase.
         erasing = policy == "erase" and caller.role == "admin" and caller.readers is None
-        options |= {"access": AccessMap.from_dict(body.access_map), "absence": not body.partial,
+        try:  # named by its field, as a model error is: the map is the request's, not the server's
+            access = AccessMap.from_dict(body.access_map, "access_map")
+        except Invalid as exc:
+            raise invalid_request(str(exc)) from None
+        options |= {"access": access, "absence": not body.partial,
                     "deletions": "erase" if erasing else "mark"}
         options.pop("acl_from_participants")
     if kind == "meetings":
