@@ -127,3 +127,26 @@ class RunDecisionsResponse(BaseModel):
     run_id: str
     decisions: list[RunDecision] = Field(description="In log order, at most `limit` of them")
     total: int
+
+
+# --- the audit trail --------------------------------------------------------------------------
+AUDIT_MAX_LIMIT = 1000
+
+
+class AuditEntry(BaseModel):
+    """One audited act (docs/audit.md): who (`actor`), when (`at`, the log's append time), what
+    (`action`, of `kind`) and its `details` as recorded (never secrets, never exported content)."""
+
+    position: int = Field(description="Its place in the log.")
+    at: AwareDatetime
+    tenant: str = Field(description="The caller's tenant, or '*' for an act on the whole data folder "
+                                    "(a backup, a restore, a rebuild), shown without its paths and counts.")
+    kind: str = Field(description="The action's first word: key, export, backup, restore, erasure, maintenance, ...")
+    action: str
+    actor: str
+    details: dict[str, Any]
+
+
+class AuditResponse(BaseModel):
+    entries: list[AuditEntry] = Field(description="Newest first.")
+    more: bool = Field(description="Older entries matched and were left out by `limit`.")

@@ -24,7 +24,7 @@ def all_schemas() -> dict[str, dict]:
         api.RowResponse, api.ThreadResponse, api.StatsResponse,
         admin.KeyCreateRequest, admin.KeyCreateResponse, admin.KeyListResponse, admin.KeyInfo,
         admin.ConsolidateRequest, admin.RefineRequest, admin.RunAccepted, admin.RunView, admin.RunsResponse,
-        admin.RunDecisionsResponse,
+        admin.RunDecisionsResponse, admin.AuditEntry, admin.AuditResponse,
         backup.HoldRequest, backup.HoldResponse, backup.HoldReleased,
         connectors.ConnectorRunRequest, connectors.ConnectorRunResponse, connectors.DeadLettersResponse,
         erasure.ErasureRequest, erasure.ErasureResponse,

@@ -1,12 +1,19 @@
-"""The audit trail of administrative actions: each one an event in the log, like every change."""
+"""The audit trail of administrative actions: each one an event in the log, like every change.
+
+Audited acts: key grants and revocations, exports, backups and restores, projector holds,
+rebuilds, erasures and maintenance runs (docs/audit.md). `orgmem audit` lists them all for the
+host's operator; `GET /v1/admin/audit` lists a tenant's for its admins."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import re
+from collections import deque
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 
-from schemas.events import AdminActionRecorded
+from schemas.events import AdminActionRecorded, ErasureRecorded, MaintenanceRunFinished, MaintenanceRunStarted
+from services.app.log_lanes import scan
 from services.core.keys import ApiKey
 from services.ports import EventLog, KeyStore
 
@@ -56,3 +63,91 @@ def revoke_key_audited(store: KeyStore, event_log: EventLog, key_id: str, actor:
         record_admin_action(event_log, key.tenant, "key.revoked", actor,
                             {"key_id": key.key_id, "principal": key.principal, "role": key.role})
     return key, revoked_now
+
+
+# --- reading the trail ---------------------------------------------------------------------------
+
+# Acts on the whole data folder (backups, restores, rebuilds, an export of every tenant) are
+# recorded under this tenant: they name no one tenant.
+HOST_WIDE = "*"
+# What a tenant's admin sees of a host-wide act over the API: what was done, when, by whom, how.
+# Paths and counts stay with the host's operator (`orgmem audit`): a count of every tenant's rows
+# or events, less one's own, is the size of the others.
+HOST_WIDE_FIELDS = ("format", "online", "replace")
+
+
+# The families of actions recorded today (an action's first word: `key.created` is a key act).
+AUDIT_KINDS = ("key", "export", "backup", "restore", "erasure", "maintenance", "projections", "rebuild")
+
+
+def kind_of(action: str) -> str:
+    """The family of an action: `key.created` -> key, `erasure_reapplied` -> erasure."""
+    return re.split(r"[._]", action, maxsplit=1)[0]
+
+
+def _entry(logged) -> tuple[str, str, dict] | None:
+    """(action, actor, details) of an audited event; None for any other event."""
+    event = logged.event
+    if isinstance(event, AdminActionRecorded):
+        return event.action, event.actor, event.details
+    if isinstance(event, ErasureRecorded):
+        # The target as recorded: a row id, or a keyed hash for a source or a subject (never
+        # decrypted here; whoever holds the tenant's key can check a name against it).
+        return f"erasure.{event.by}", event.actor, {"erasure_id": event.erasure_id, "reason": event.reason,
+                                                    "target": event.target, "rows": event.rows,
+                                                    "keys_destroyed": event.keys_destroyed}
+    if isinstance(event, MaintenanceRunStarted):
+        return f"maintenance.{event.job}.started", event.requested_by or "system", \
+            {"run_id": event.run_id, "judge": event.judge, "params": event.params}
+    if isinstance(event, MaintenanceRunFinished):
+        return f"maintenance.{event.status}", "system", {"run_id": event.run_id, "summary": event.summary}
+    return None
+
+
+def _entries(logged_events, tenants: set[str] | None, since: datetime | None) -> Iterator[tuple]:
+    for logged in logged_events:
+        if tenants is not None and logged.event.tenant not in tenants:
+            continue
+        if since is not None and logged.appended_at < since:
+            continue
+        entry = _entry(logged)
+        if entry is not None:
+            yield (logged, *entry)
+
+
+def audit_entries(event_log: EventLog, tenant: str | None = None, since: datetime | None = None,
+                  batch: int = 1000) -> Iterator[tuple]:
+    """Audited acts in log order (lane by lane where the log is split by tenant), as
+    (logged, action, actor, details): admin actions (keys, exports, backups, restores, holds,
+    rebuilds), erasures, and maintenance runs started and finished. `tenant`: only its own acts."""
+    yield from _entries(scan(event_log, event_log.read, tenant, batch), None if tenant is None else {tenant}, since)
+
+
+def entry_record(logged, action: str, actor: str, details: dict) -> dict:
+    """One audited act as `orgmem audit --json` and `GET /v1/admin/audit` give it."""
+    return {"position": logged.position, "at": logged.appended_at, "tenant": logged.event.tenant,
+            "kind": kind_of(action), "action": action, "actor": actor, "details": details}
+
+
+def tenant_trail(event_log: EventLog, tenant: str, since: datetime | None = None, limit: int = 100,
+                 kinds: Sequence[str] = (), batch: int = 1000) -> tuple[list[dict], bool]:
+    """What a tenant's admin may read of the trail, newest first, at most `limit`: the tenant's
+    own acts, and the host-wide ones (they touch its data too) with HOST_WIDE_FIELDS only.
+    Never another tenant's. Returns the records and whether older ones were left out.
+
+    Reads the lanes that hold them from their start: the log has no index by time or type."""
+    lanes = {event_log.lane_for(tenant): tenant}
+    lanes.setdefault(event_log.lane_for(HOST_WIDE), HOST_WIDE)  # one lane may hold both: read once
+    wanted, records = set(kinds), []
+    for who in lanes.values():
+        kept: deque[dict] = deque(maxlen=limit + 1)  # per lane: lanes are read one after the other
+        for logged, action, actor, details in _entries(scan(event_log, event_log.read, who, batch),
+                                                       {tenant, HOST_WIDE}, since):
+            if wanted and kind_of(action) not in wanted:
+                continue
+            if logged.event.tenant == HOST_WIDE:
+                details = {k: v for k, v in details.items() if k in HOST_WIDE_FIELDS}
+            kept.append(entry_record(logged, action, actor, details))
+        records += kept
+    records.sort(key=lambda r: (r["at"], r["position"]), reverse=True)
+    return records[:limit], len(records) > limit

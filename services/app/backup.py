@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from schemas.backup import MAX_HOLD_S
-from services.app.audit import record_admin_action
+from services.app.audit import HOST_WIDE, record_admin_action
 from services.errors import Conflict, Invalid, NotFound, NotReady, OrgmemError
 from services.ports import EventLog
 
@@ -182,8 +182,10 @@ class ProjectionHolds:
 # --- backup --------------------------------------------------------------------------------------
 
 def take_backup(data_dir: Path, dest: Path, holder: Holder, files: BackupFiles, details: dict,
-                progress: Progress | None = None) -> dict:
-    """Copy the data folder into `dest` (which must not exist) and return its manifest."""
+                progress: Progress | None = None, record: Callable[[Path, dict], None] | None = None) -> dict:
+    """Copy the data folder into `dest` (which must not exist) and return its manifest.
+    `record(dest, manifest)` puts the backup in the audit trail once it is whole; should that
+    fail, the backup is removed again: no copy of the data without its record."""
     data, dest = Path(data_dir), Path(dest).absolute()
     say = progress or (lambda _message: None)
     if dest.exists():
@@ -228,6 +230,12 @@ def take_backup(data_dir: Path, dest: Path, holder: Holder, files: BackupFiles, 
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
+    if record is not None:
+        try:
+            record(dest, manifest)
+        except BaseException:
+            shutil.rmtree(dest, ignore_errors=True)
+            raise
     say(f"backup complete: {len(entries)} files, checkpoint {copied}, log head {log_head}")
     return manifest
 
@@ -271,11 +279,12 @@ def _non_empty(folder: Path) -> bool:
 
 def restore_backup(backup: Path, data_dir: Path, files: BackupFiles, *, replace: bool,
                    lock_folder: Callable[[Path], Any], open_memory: Callable[[Path], AbstractContextManager],
-                   progress: Progress | None = None) -> RestoreReport:
+                   progress: Progress | None = None, actor: str = "system") -> RestoreReport:
     """Bring a backup back as `data_dir`: verify every file against the manifest while copying it
     into a folder beside the target, carry over the erasures (data-key tombstones) and key
     revocations of the folder being replaced, swap it in (the old folder is kept aside), then open
-    it: project the log past the checkpoint and purge every row whose data key is destroyed."""
+    it: record the restore in its log (so the record is in the folder that is now live, not the
+    one put aside), project the log past the checkpoint and purge every row whose data key is destroyed."""
     backup, data = Path(backup), Path(data_dir).absolute()
     say = progress or (lambda _message: None)
     manifest = files.read_manifest(backup)
@@ -312,6 +321,7 @@ def restore_backup(backup: Path, data_dir: Path, files: BackupFiles, *, replace:
     say(f"restored into {data}" + (f"; the folder that was there is now {report.replaced}" if report.replaced else ""))
     try:
         with open_memory(data) as memory:
+            record_admin_action(memory.event_log, HOST_WIDE, "restore", actor, restore_details(backup, report, replace))
             report.indexed_events = memory.catch_up().events
             purge = _purge_erased()
             if purge is not None:  # rows, and the dead letters an erasure had dropped
@@ -331,3 +341,21 @@ def _purge_erased():
 
 def backup_details(version: str, online: bool) -> dict:
     return {"orgmem_version": version, "profile": "embedded", "online": online}
+
+
+# --- the audit records (docs/audit.md): where, what and how much, never what the files hold -------
+
+def record_backup(event_log: EventLog, actor: str, dest: Path, manifest: dict) -> int:
+    """A backup of the whole data folder (every tenant) in the source folder's audit trail."""
+    return record_admin_action(event_log, HOST_WIDE, "backup", actor, {
+        "dir": str(Path(dest).absolute()), "online": manifest.get("online"), "files": len(manifest["files"]),
+        "bytes": sum(f["size"] for f in manifest["files"]), "checkpoint": manifest["checkpoint"],
+        "log_head": manifest["log_head"], "created_at": manifest.get("created_at")})
+
+
+def restore_details(backup: Path, report: RestoreReport, replace: bool) -> dict:
+    manifest = report.manifest
+    return {"backup": str(Path(backup).absolute()), "backup_created_at": manifest.get("created_at"),
+            "checkpoint": manifest["checkpoint"], "log_head": manifest["log_head"], "data_dir": report.data_dir,
+            "replace": replace, "replaced": report.replaced, "keys_destroyed": report.keys_destroyed,
+            "revocations": report.revocations}

@@ -5,11 +5,14 @@ is not there to export. Memory stays bounded: one page of rows at a time goes to
 file, a Parquet file, an HTTP response). The export covers the rows projected when it began (the
 checkpoint then); each row is written with its state and history as they are when its page is
 read, so a row that maintenance changes while the export runs may show the newer state.
+
+Every export is an audited act (docs/audit.md): who, the tenant, the format, the file, the rows.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -17,9 +20,12 @@ from datetime import datetime
 from typing import Protocol
 
 from schemas.rows import Row, RowChange
+from services.app.audit import record_admin_action
 from services.app.memory import Memory
 from services.core.positions import Checkpoints, lane_of
 from services.core.scope import PUBLIC_ACL, acl_tokens
+
+log = logging.getLogger(__name__)
 
 PAGE_ROWS = 1000
 FORMATS = ("jsonl", "parquet")
@@ -113,3 +119,31 @@ def jsonl_chunks(memory: Memory, tenant: str, readers: frozenset[str] | None) ->
     """The JSONL export of a tenant as one chunk per page (a streamed HTTP response)."""
     for records in record_pages(memory, tenant, readers):
         yield "".join(jsonl_line(r) for r in records).encode("utf-8")
+
+
+def audited_jsonl_chunks(memory: Memory, tenant: str, readers: frozenset[str] | None, actor: str,
+                         file: str) -> Iterator[bytes]:
+    """The API's export, in the audit trail twice: `export.started` before the first byte can go
+    out (an append that fails sends nothing; a stream cut short, or a server that dies half way,
+    is still on record), then `export` when the stream ends, with the rows handed to the response
+    and whether it ran to the end."""
+    bound = memory.checkpoints()
+    details = {"format": "jsonl", "file": file, "via": "api", "restricted": readers is not None,
+               "checkpoint": bound.summary()}
+    record_admin_action(memory.event_log, tenant, "export.started", actor, details)
+    return _audited_stream(memory, tenant, readers, bound, actor, details)
+
+
+def _audited_stream(memory: Memory, tenant: str, readers: frozenset[str] | None, bound: Checkpoints, actor: str,
+                    details: dict) -> Iterator[bytes]:
+    rows, complete = 0, False
+    try:
+        for records in record_pages(memory, tenant, readers, bound=bound):
+            rows += len(records)  # counted before it is sent: the record errs on the side of more
+            yield "".join(jsonl_line(r) for r in records).encode("utf-8")
+        complete = True
+    finally:  # also when the client went away (the generator is closed)
+        try:
+            record_admin_action(memory.event_log, tenant, "export", actor, {**details, "rows": rows, "complete": complete})
+        except Exception:  # the bytes are sent; `export.started` stays as the record
+            log.warning("the end of export %s of tenant %s could not be recorded", details["file"], tenant, exc_info=True)

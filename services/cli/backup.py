@@ -4,6 +4,10 @@
 the running server to hold its projector (`POST /v1/admin/projection-holds`), so the projections
 are copied at one checkpoint while the server keeps answering; without it, it takes the data
 folder lock (no server may run) for the same copy.
+
+Each is an audited act (docs/audit.md): an export in the log of the folder exported (with
+`--server`, the server records it), a backup in the log of the folder copied, a restore in the
+log of the folder restored, after the swap (the folder put aside keeps its own trail).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pathlib import Path
 import httpx
 
 from services.cli.common import settings_from
+from services.cli.keys import _actor
 from services.errors import OrgmemError
 
 
@@ -90,16 +95,31 @@ class ServerHolder:
         return bool(body["held_throughout"])
 
 
+def _recorder(settings, actor: str):
+    """Puts a backup in the data folder's own audit trail (the log takes appends while a server runs)."""
+    def record(dest: Path, manifest: dict) -> None:
+        from services.app.backup import record_backup
+        from services.bootstrap import open_event_log
+
+        event_log = open_event_log(settings)
+        try:
+            record_backup(event_log, actor, dest, manifest)
+        finally:
+            event_log.close()
+    return record
+
+
 def cmd_backup(args: argparse.Namespace) -> int:
     from services.app.backup import LockHolder, backup_details, take_backup
     from services.bootstrap import DataFolderLock, backup_files
 
     settings = settings_from(args)
     data, files = Path(settings.data_dir), backup_files()
+    record = _recorder(settings, _actor(args))
     if args.server:
         with _client(args) as client:
             manifest = take_backup(data, Path(args.dir), ServerHolder(client, data, args.hold_s), files,
-                                   backup_details(_version(), online=True), progress=_say)
+                                   backup_details(_version(), online=True), progress=_say, record=record)
     else:
         def lock(folder: Path):
             try:
@@ -109,7 +129,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
                                   "--server URL --key TOKEN") from None
 
         manifest = take_backup(data, Path(args.dir), LockHolder(data, lock, files), files,
-                               backup_details(_version(), online=False), progress=_say)
+                               backup_details(_version(), online=False), progress=_say, record=record)
     size = sum(f["size"] for f in manifest["files"])
     print(f"backup {args.dir}: {len(manifest['files'])} files, {size} bytes, checkpoint {manifest['checkpoint']}, "
           f"log head {manifest['log_head']}")
@@ -121,11 +141,19 @@ def _say(message: str) -> None:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    from services.bootstrap import restore_data_folder
+    from services.app.backup import restore_backup
+    from services.bootstrap import DataFolderLock, backup_files, open_memory
 
     if not args.data:
         raise OrgmemError("restore: name the folder to restore into with --data DIR")
-    report = restore_data_folder(settings_from(args), Path(args.backup), args.replace, progress=_say)
+    settings = settings_from(args)
+
+    def opened(data: Path):
+        return open_memory(settings.model_copy(update={"data_dir": Path(data)}))
+
+    # As services.bootstrap.restore_data_folder, with who restores for the record it leaves.
+    report = restore_backup(Path(args.backup), Path(settings.data_dir), backup_files(), replace=args.replace,
+                            lock_folder=DataFolderLock, open_memory=opened, progress=_say, actor=_actor(args))
     purged = "no erasure support" if report.purged is None else f"{report.purged} erased rows purged"
     print(f"restored {args.backup} into {report.data_dir} (checkpoint {report.manifest['checkpoint']}, log head "
           f"{report.manifest['log_head']}, {report.indexed_events} events projected since; {report.keys_destroyed} "
@@ -135,6 +163,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from services.app.audit import HOST_WIDE, record_admin_action
     from services.app.export import PAGE_ROWS, export_rows, record_from_json
     from services.bootstrap import export_sink, open_memory
 
@@ -172,6 +201,13 @@ def cmd_export(args: argparse.Namespace) -> int:
         sink = export_sink(args.format, out, {"tenant": args.tenant or "*", "checkpoint": checkpoint,
                                               "orgmem_version": _version()})
         summary = export_rows(memory, sink, args.tenant, progress=progress)
+        try:
+            record_admin_action(memory.event_log, args.tenant or HOST_WIDE, "export", _actor(args), {
+                "format": args.format, "file": str(out.absolute()), "via": "cli", "rows": summary.rows,
+                "checkpoint": summary.checkpoint, "complete": True})
+        except BaseException:
+            out.unlink(missing_ok=True)  # no export without its record
+            raise
     progress(summary.rows, final=True)
     print(json.dumps({"rows": summary.rows, "checkpoint": summary.checkpoint, "out": str(out),
                       "seconds": round(summary.seconds, 2)}))
@@ -185,11 +221,14 @@ def register(command, _sub) -> None:
     p.add_argument("--out", required=True, help="the file to write (must not exist)")
     p.add_argument("--server", help="read from a running server (URL) instead of the data folder")
     p.add_argument("--key", help="an admin key for --server (or ORGMEM_API_KEY)")
+    p.add_argument("--actor", help="who exports, for the audit log (default cli:<user>; with --server the key's name)")
     p = command("backup", cmd_backup, "copy the data folder consistently into DIR (online with --server)")
     p.add_argument("dir", help="the backup folder to create (must not exist)")
     p.add_argument("--server", help="the URL of the server running on the data folder")
     p.add_argument("--key", help="an admin key for --server (or ORGMEM_API_KEY)")
     p.add_argument("--hold-s", type=int, default=300, help="longest the server's projector is held (default 300)")
+    p.add_argument("--actor", help="who backs up, for the audit log (default cli:<user>)")
     p = command("restore", cmd_restore, "bring a backup back as the data folder")
     p.add_argument("backup", help="a folder made by `orgmem backup`")
     p.add_argument("--replace", action="store_true", help="put a non-empty data folder aside and restore in its place")
+    p.add_argument("--actor", help="who restores, for the audit log of the restored folder (default cli:<user>)")

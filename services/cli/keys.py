@@ -3,7 +3,7 @@
 Keys are managed on the key store directly, so this works while a server runs: the data folder's
 own SQLite file in the embedded profile, the Redis store every API replica shares in the cluster
 profile (`auth.key_store`). Every change is an `AdminActionRecorded` event in the log, and
-`orgmem audit` lists those together with maintenance runs.
+`orgmem audit` lists those together with every other audited act (services/app/audit.py).
 """
 
 from __future__ import annotations
@@ -14,14 +14,7 @@ import json
 import sys
 from datetime import UTC, datetime, timedelta
 
-from schemas.events import (
-    AdminActionRecorded,
-    ErasureRecorded,
-    MaintenanceRunFinished,
-    MaintenanceRunStarted,
-)
-from services.app.audit import create_key_audited, revoke_key_audited
-from services.app.log_lanes import scan
+from services.app.audit import AUDIT_KINDS, audit_entries, create_key_audited, entry_record, kind_of, revoke_key_audited
 from services.cli.common import parse_time, settings_from
 from services.core.keys import ROLES
 from services.errors import KeyRequestError
@@ -114,30 +107,6 @@ def cmd_keys_revoke(args: argparse.Namespace) -> int:
     return 0
 
 
-def audit_entries(event_log, tenant: str | None = None, since: datetime | None = None, batch: int = 1000):
-    """Audited actions in log order (lane by lane where the log is split by tenant): admin
-    actions, erasures, and maintenance runs started and finished."""
-    for logged in scan(event_log, event_log.read, tenant, batch):
-        event = logged.event
-        if tenant is not None and event.tenant != tenant:
-            continue
-        if since is not None and logged.appended_at < since:
-            continue
-        if isinstance(event, AdminActionRecorded):
-            yield logged, event.action, event.actor, event.details
-        elif isinstance(event, ErasureRecorded):
-            # The target as recorded: a row id, or a keyed hash for a source or a subject (never
-            # decrypted here; whoever holds the tenant's key can check a name against it).
-            yield logged, f"erasure.{event.by}", event.actor, \
-                {"erasure_id": event.erasure_id, "reason": event.reason, "target": event.target,
-                 "rows": event.rows, "keys_destroyed": event.keys_destroyed}
-        elif isinstance(event, MaintenanceRunStarted):
-            yield logged, f"maintenance.{event.job}.started", event.requested_by or "system", \
-                {"run_id": event.run_id, "judge": event.judge, "params": event.params}
-        elif isinstance(event, MaintenanceRunFinished):
-            yield logged, f"maintenance.{event.status}", "system", {"run_id": event.run_id, "summary": event.summary}
-
-
 def cmd_audit(args: argparse.Namespace) -> int:
     from services.bootstrap import open_event_log
 
@@ -148,16 +117,17 @@ def cmd_audit(args: argparse.Namespace) -> int:
         event_log.close()
     if args.action:
         entries = [e for e in entries if e[1].startswith(args.action)]
+    if args.kind:
+        entries = [e for e in entries if kind_of(e[1]) in args.kind]
     entries = entries[-args.limit:] if args.limit else entries
-    for logged, action, actor, details in entries:
+    for entry in entries:
+        record = entry_record(*entry)
         if args.json:
-            print(json.dumps({"position": logged.position, "at": logged.appended_at.isoformat(),
-                              "tenant": logged.event.tenant, "action": action, "actor": actor, "details": details},
-                             default=str))
+            print(json.dumps({**record, "at": record["at"].isoformat()}, default=str))
         else:
-            summary = " ".join(f"{k}={v}" for k, v in details.items() if v not in (None, "", [], {}))
-            print(f"{logged.appended_at:%Y-%m-%d %H:%M:%S}  #{logged.position:<8} {logged.event.tenant:<14} "
-                  f"{action:<28} by {actor}  {summary}")
+            summary = " ".join(f"{k}={v}" for k, v in record["details"].items() if v not in (None, "", [], {}))
+            print(f"{record['at']:%Y-%m-%d %H:%M:%S}  #{record['position']:<8} {record['tenant']:<14} "
+                  f"{record['action']:<28} by {record['actor']}  {summary}")
     return 0
 
 
@@ -208,9 +178,12 @@ def register(command, sub) -> None:
     p.add_argument("key_id")
     p.add_argument("--tenant", help="refuse unless the key belongs to this tenant")
     p.add_argument("--actor")
-    p = command("audit", cmd_audit, "list audited acts from the log: admin actions, erasures, maintenance runs")
+    p = command("audit", cmd_audit, "list audited acts from the log: key grants and revocations, exports, "
+                "backups, restores, erasures, maintenance runs and other admin actions")
     p.add_argument("--tenant")
     p.add_argument("--since", type=parse_time)
     p.add_argument("--action", help="only actions starting with this, e.g. key. or maintenance.")
+    p.add_argument("--kind", action="append", choices=AUDIT_KINDS,
+                   help="only acts of this kind (repeatable): the action's first part")
     p.add_argument("--limit", type=int, default=0, help="only the last N")
     p.add_argument("--json", action="store_true")

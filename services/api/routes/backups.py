@@ -4,7 +4,7 @@
 `orgmem backup --server` can copy the projections at one checkpoint while queries and ingests go
 on; `DELETE .../{hold_id}` lets it go on and says whether the hold lasted (a hold lapses by itself).
 The copy is made by the CLI, as the data folder's owner on this host: the API hands out no files.
-`GET /v1/admin/export` streams the caller's tenant as JSONL, rows the caller may read only.
+`GET /v1/admin/export` streams the caller's tenant as JSONL, rows the caller may read only (audited).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from fastapi.responses import StreamingResponse
 from schemas.backup import HoldReleased, HoldRequest, HoldResponse
 from services.api.deps import Admin, State
 from services.api.problems import ApiProblem
-from services.app.export import jsonl_chunks
+from services.app.export import audited_jsonl_chunks
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"])
 
@@ -46,5 +46,7 @@ def release_projector(hold_id: str, s: State, caller: Admin) -> HoldReleased:
 @router.get("/export", operation_id="export_rows", response_class=StreamingResponse,
             responses={200: {"content": {"application/x-ndjson": {}}, "description": "one row per line"}})
 def export_rows(s: State, caller: Admin, format: Literal["jsonl"] = Query("jsonl")) -> StreamingResponse:
-    return StreamingResponse(jsonl_chunks(s.memory, caller.tenant, caller.readers), media_type="application/x-ndjson",
-                             headers={"Content-Disposition": f'attachment; filename="{caller.tenant}.jsonl"'})
+    file = f"{caller.tenant}.jsonl"  # audited before the first byte, and when the stream ends
+    return StreamingResponse(audited_jsonl_chunks(s.memory, caller.tenant, caller.readers, caller.name, file),
+                             media_type="application/x-ndjson",
+                             headers={"Content-Disposition": f'attachment; filename="{file}"'})
