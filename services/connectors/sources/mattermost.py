@@ -56,6 +56,7 @@ NAME = "mattermost"
 MAX_JSONL_BYTES = 512 * 1024 * 1024
 MAX_LINE_BYTES = 4 * 1024 * 1024  # one post with its replies
 MAX_MEMBERS = 100_000  # of one channel, from the user lines
+MAX_DIRECT_MEMBERS = 8
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # team and channel names
 _USER = re.compile(r"[A-Za-z0-9_.+-]{1,64}")  # usernames: no "/", ",", ":" or "@" (the ids use them)
 _MENTION = re.compile(r"(?<![\w@.])@([A-Za-z0-9_.-]{1,64})")
@@ -165,8 +166,10 @@ def _message(raw: object, where: str, counts: Counter) -> tuple[str, Message | N
 
 
 def _members(raw: object, where: str) -> tuple[str, ...]:
-    if not isinstance(raw, list) or not raw or len(raw) > 64:
-        raise ChatError(f"{where}: channel_members must list the direct channel's usernames")
+    # A direct message has 1 to 2 members, a group message up to 8: the sorted members are the
+    # item's container, which a source id (at most 1024 characters) must hold.
+    if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_DIRECT_MEMBERS:
+        raise ChatError(f"{where}: channel_members must list the direct channel's 1 to {MAX_DIRECT_MEMBERS} usernames")
     return tuple(sorted({_named(m, where, "member", _USER) for m in raw}))
 
 

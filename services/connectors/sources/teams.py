@@ -28,7 +28,8 @@ document a UTC day, `chats:<chat>/<YYYY-MM-DD>`. Folder names make the item ids 
 one is written %3A / %25), so keep them stable between exports (Graph ids are). Parts are message
 ids; a deleted message (`deletedDateTime`) is neither text nor part, so its thread's next version
 lacks it; a thread whose every message is deleted is a `Removed`. A message in two pages is read
-once, the one modified last.
+once, the one modified last. Exports may cover a date range (`dated_exports`): a thread missing
+from one is judged deleted only inside the dates the export holds for its channel or chat.
 
 Permissions: a private or shared channel is read by its members, a chat by its members; a standard
 channel by the team's members, or the whole tenant when team.json says `"visibility": "public"`.
@@ -116,6 +117,9 @@ def html_text(content: str, mentions: Mapping[str, str]) -> str:
 
 class TeamsSource:
     name = NAME
+    # Graph exports are often of a date range (a `$filter` on the times, a delta since the last
+    # run): a thread absent from one is judged gone only inside the dates it holds for its channel.
+    dated_exports = True
 
     def __init__(self) -> None:
         self.counts: Counter = Counter()

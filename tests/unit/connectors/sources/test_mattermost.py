@@ -241,3 +241,12 @@ def test_users_listing_channels_of_other_teams_do_not_widen_readers():
         {"name": "other", "channels": [{"name": "secret-plans"}]}, "junk", {"name": 5}]}]
     versions, letters, _, _ = read(mattermost_export([post("secret-plans", "dana", "x", ms(D1))], users=users))
     assert not letters and versions[f"acme:secret-plans/{ms(D1)}@dana"].readers == ("dana",)
+
+
+def test_a_direct_channel_of_too_many_or_no_members_is_a_dead_letter():
+    lines = [direct([f"user{i}" for i in range(9)], "user0", "too many", ms(D1)), direct([], "dana", "none", ms(D1)),
+             direct("dana,lee", "dana", "not a list", ms(D1)), direct(["dana", "../x"], "dana", "bad name", ms(D1)),
+             direct(["dana", "lee"], "dana", "fine", ms(D1))]
+    versions, letters, _, _ = read(mattermost_export(lines))
+    assert len(letters) == 4 and "1 to 8 usernames" in letters[0].reason and "not a Mattermost name" in letters[3].reason
+    assert list(versions) == [f"direct:dana,lee/{ms(D1)}@dana"]

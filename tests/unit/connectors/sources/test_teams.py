@@ -262,3 +262,16 @@ def test_through_the_runner_a_rerun_adds_nothing_an_edit_supersedes_a_deletion_r
     assert {r["source_id"] for r in deleted.removed} == {first, sunk[2].source_id}
     report = go(export(edit=True, delete_reply=True) | {"teams/acme/channels/general/messages-2.json": b"{"})
     assert report.documents == 0 and len(report.dead_letters) == 1 and report.removed == []
+
+
+def test_an_export_of_a_later_date_range_deletes_nothing_before_it(run):
+    go, _ = run
+    early = [msg("1", DANA, "January", D1), msg("2", LEE, "also January", D1, 30)]
+    assert go(teams_export({GENERAL: {"membershipType": "standard", "pages": [early]}})).documents == 2
+    # The next export holds only later days: the earlier threads are outside what it covers.
+    later = teams_export({GENERAL: {"membershipType": "standard", "pages": [[msg("3", SAM, "later", D2)]]}})
+    report = go(later)
+    assert report.documents == 1 and report.removed == []
+    # Inside the dates it covers, a thread it lacks is gone.
+    same_day = teams_export({GENERAL: {"membershipType": "standard", "pages": [[early[0], msg("3", SAM, "later", D2)]]}})
+    assert [r["source_id"].split("@")[0] for r in go(same_day).removed] == ["teams:acme:general/2"]
