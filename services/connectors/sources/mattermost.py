@@ -76,7 +76,7 @@ class _Post:
 
     channel: str
     root: str
-    rank: tuple[int, int]  # (the root's edit_at, line number): the larger wins a repeat
+    rank: tuple[int, int]  # (the root's edit_at, its line over all files): the larger wins a repeat
     where: str
     messages: list[Message] = field(default_factory=list)
     deleted: int = 0
@@ -190,7 +190,7 @@ class MattermostSource:
         self.counts = Counter()
         self.users: dict[str, str] = {}
         self.channels: dict[str, Channel] = {}
-        self.teams: dict[str, str] = {}
+        self.order = 0  # lines read so far, over every file: a repeated post's later line wins
         self.members: dict[str, set[str]] = defaultdict(set)
         self.posts: dict[tuple[str, str], _Post] = {}
         files = [n for n in tree.names() if n.lower().endswith(".jsonl")]
@@ -218,12 +218,13 @@ class MattermostSource:
                     obj = json.loads(line)
                 except (UnicodeDecodeError, ValueError, RecursionError) as exc:
                     raise ChatError(f"{at}: not JSON: {str(exc)[:200]}") from None
-                yield from self._line(obj, at, number, letters)
+                self.order += 1
+                yield from self._line(obj, at, letters)
             except ChatError as exc:
                 yield from letters.add(at, str(exc).removeprefix(f"{at}: "))
         yield from letters.rest()
 
-    def _line(self, obj: object, at: str, number: int, letters: Letters) -> Iterator[Found]:
+    def _line(self, obj: object, at: str, letters: Letters) -> Iterator[Found]:
         if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
             raise ChatError(f"{at}: expected an object with a 'type'")
         kind = obj["type"]
@@ -238,9 +239,7 @@ class MattermostSource:
         if not isinstance(value, dict):
             raise ChatError(f"{at}: '{kind}' must be an object")
         if kind == "team":
-            team = _named(value.get("name"), at, "team name")
-            label = value.get("display_name")
-            self.teams[team] = label.strip() if isinstance(label, str) and label.strip() else team
+            _named(value.get("name"), at, "team name")  # checked only: channels name their team
         elif kind == "channel":
             key = f"{_named(value.get('team'), at, 'team')}:{_named(value.get('name'), at, 'channel name')}"
             label = value.get("display_name")
@@ -252,7 +251,7 @@ class MattermostSource:
         elif kind == "direct_channel":
             self.counts["direct_channels"] += 1
         else:
-            yield from self._post(kind, value, at, number, letters)
+            yield from self._post(kind, value, at, letters)
 
     def _user(self, value: dict, at: str) -> None:
         username = _named(value.get("username"), at, "username", _USER)
@@ -268,7 +267,7 @@ class MattermostSource:
                     if len(self.members[key]) < MAX_MEMBERS:
                         self.members[key].add(username)
 
-    def _post(self, kind: str, value: dict, at: str, number: int, letters: Letters) -> Iterator[Found]:
+    def _post(self, kind: str, value: dict, at: str, letters: Letters) -> Iterator[Found]:
         members: tuple[str, ...] = ()
         if kind == "post":
             key = f"{_named(value.get('team'), at, 'team')}:{_named(value.get('channel'), at, 'channel')}"
@@ -276,7 +275,7 @@ class MattermostSource:
             members = _members(value.get("channel_members"), at)
             key = "direct:" + ",".join(members)
         root, message, edited, deleted = _message(value, at, self.counts)
-        post = _Post(key, root, (edited, number), at, members=members)
+        post = _Post(key, root, (edited, self.order), at, members=members)
         # Each reply once: a reply listed twice keeps its later edit (else its later listing).
         replies: dict[str, tuple[tuple[int, int], Message | None, bool]] = {}
         raw_replies = value.get("replies")

@@ -133,26 +133,32 @@ class TeamsSource:
         conversations: dict[str, Conversation] = {}
         for name in names:
             parts = name[len(base):].split("/") if name.startswith(base) else []
+            folder = name.rsplit("/", 1)[0]
             if parts == ["users.json"]:
                 yield from self._users(tree, name)
             elif len(parts) == 3 and parts[0] == "teams" and parts[2] in ("team.json", "members.json"):
                 teams[parts[1]][parts[2]] = name
-            elif len(parts) == 5 and parts[0] == "teams" and parts[2] == "channels":
+            elif len(parts) == 5 and parts[0] == "teams" and parts[2] == "channels" and _known(parts[4]):
                 key = f"teams:{_esc(parts[1])}:{_esc(parts[3])}"
-                conversations.setdefault(key, Conversation(key, parts[3], team=parts[1], folder=name.rsplit("/", 1)[0])).files[parts[4]] = name
-            elif len(parts) == 3 and parts[0] == "chats":
+                found = conversations.setdefault(key, Conversation(key, parts[3], team=parts[1], folder=folder))
+                found.files[parts[4]] = name
+            elif len(parts) == 3 and parts[0] == "chats" and _known(parts[2]):
                 key = f"chats:{_esc(parts[1])}"
-                conversations.setdefault(key, Conversation(key, parts[1], by_day=True, folder=name.rsplit("/", 1)[0])).files[parts[2]] = name
+                found = conversations.setdefault(key, Conversation(key, parts[1], by_day=True, folder=folder))
+                found.files[parts[2]] = name
             else:
                 self.counts["other_files"] += 1
         team_info: dict[str, tuple[bool, tuple[str, ...], str]] = {}
         for team in sorted(teams):
             team_info[team] = yield from self._team(tree, team, teams[team])
+        # Every members file before any message: a name a message lacks is then found the same
+        # way whatever order the conversations come in (the text, and so the version, is stable).
+        readable = []
         for key in sorted(conversations):
-            conversation = conversations[key]
-            known = yield from self._access(tree, conversation, team_info)
-            if known:
-                yield from self._messages(tree, conversation)
+            if (yield from self._access(tree, conversations[key], team_info)):
+                readable.append(conversations[key])
+        for conversation in readable:
+            yield from self._messages(tree, conversation)
 
     # --- who may read -------------------------------------------------------------------------
     def _users(self, tree: ExportTree, name: str) -> Iterator[Found]:
@@ -350,6 +356,10 @@ def _flatten(values: list) -> Iterator[tuple[str, object]]:
                 if isinstance(reply, dict) and not reply.get("replyToId"):
                     reply = reply | {"replyToId": raw["id"]}
                 yield f"{index}].replies[{sub}", reply
+
+
+def _known(leaf: str) -> bool:
+    return leaf in ("channel.json", "chat.json", "members.json") or bool(_PAGE.fullmatch(leaf))
 
 
 def _page_key(name: str) -> tuple[int, str]:

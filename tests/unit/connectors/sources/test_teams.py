@@ -275,3 +275,13 @@ def test_an_export_of_a_later_date_range_deletes_nothing_before_it(run):
     # Inside the dates it covers, a thread it lacks is gone.
     same_day = teams_export({GENERAL: {"membershipType": "standard", "pages": [[early[0], msg("3", SAM, "later", D2)]]}})
     assert [r["source_id"].split("@")[0] for r in go(same_day).removed] == ["teams:acme:general/2"]
+
+
+def test_a_name_a_message_lacks_is_found_in_any_members_file_whatever_the_order():
+    files = teams_export({("acme", "zz-private"): {"membershipType": "private", "members": [SAM],
+                                                   "pages": [[msg("1", SAM, "in the channel", D1)]]}},
+                         {"a-chat": {"members": [DANA], "pages": [[msg("7", SAM, "no name on me", D1, name="")]]}},
+                         team_members=(DANA,))
+    versions, letters, source, _ = read(files)
+    assert not letters and source.counts["unknown_users"] == 0
+    assert versions["chats:a-chat/2024-01-02"].document.author == "Sam Roe"
