@@ -2,6 +2,7 @@
 // page reads the HTTP API with the key; the hash holds only row and thread ids, never the key.
 
 import { get, session } from "./api.js";
+import * as audit from "./audit.js";
 import { clear, describe, el } from "./dom.js";
 import * as deadLetters from "./deadletters.js";
 import * as row from "./row.js";
@@ -21,6 +22,7 @@ const PAGES = {
   runs: (id) => runs.render(main, id),
   "dead-letters": () => deadLetters.render(main),
   stats: () => stats.render(main),
+  audit: (kind) => audit.render(main, kind),
 };
 
 // Who the key is: /v1/stats answers an admin, refuses another role with 403 (the key is good),

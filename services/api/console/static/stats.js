@@ -1,5 +1,6 @@
 // Stats and indexer lag: GET /v1/stats (the tenant's row counts) and /readyz (log head, applied
-// position, lag, storage), refreshed every two seconds while the page is open.
+// position, lag, storage), refreshed every two seconds while the page is open; a link to the
+// tenant's audit trail (audit.js).
 
 import { get } from "./api.js";
 import { clear, el, errorBox, keyValues, table } from "./dom.js";
@@ -13,7 +14,10 @@ export function stop() {
 
 export async function render(main) {
   const body = el("div", { id: "stats" });
-  main.append(el("h1", {}, "Stats and indexer lag"), body);
+  main.append(el("h1", {}, "Stats and indexer lag"),
+    el("p", {}, el("a", { href: "#/audit", id: "audit-link" }, "Audit trail"),
+      el("span", { class: "muted" }, ": who granted and revoked keys, exported, backed up, restored, erased")),
+    body);
   const tick = async () => {
     const parts = [];
     try {
