@@ -92,31 +92,60 @@ def versions(row_ids: Sequence[str], fields: Iterable[VersionFields], scope: Sco
     """The version of each of `row_ids` that the view of `scope` holds (others are left out).
 
     `fields` holds every row of the rows' threads, and the rows their maintenance pointers name;
-    rows outside the view may be among them (they are filtered here)."""
+    rows outside the view may be among them (they are filtered here).
+
+    A query's rows sit in long threads (a meeting of hundreds of turns), so this runs over
+    thousands of fields per query: the view's test is inlined for the common view (no dates, no
+    known_at), and each thread is sorted alone, on a plain key function."""
     view = view_of(scope)
-    readable = readable_lists(view)
-    visible = {f.row_id: f for f in fields if in_view(f, view, readable)}
+    visible = {f.row_id: f for f in _visible(fields, view)}
+    by_thread: dict[str, list[VersionFields]] = {}
+    for f in visible.values():
+        if f.thread:
+            by_thread.setdefault(f.thread, []).append(f)
     threads: dict[str, list[VersionFields]] = {}
     place: dict[str, int] = {}  # row id -> its index in its thread's list
-    for f in sorted((f for f in visible.values() if f.thread), key=lambda f: f.order):
-        thread = threads.setdefault(f.thread, [])
-        place[f.row_id] = len(thread)
-        thread.append(f)
     out: dict[str, Version] = {}
     for row_id in row_ids:
         row = visible.get(row_id)
         if row is None:
             continue
-        thread = threads[row.thread] if row.thread else [row]
-        index = place.get(row_id, 0)
+        if not row.thread:
+            thread, index = [row], 0
+        else:
+            thread = threads.get(row.thread)
+            if thread is None:
+                thread = threads[row.thread] = sorted(by_thread[row.thread], key=_order)
+                place.update((f.row_id, i) for i, f in enumerate(thread))
+            index = place[row_id]
         later = thread[index + 1] if index + 1 < len(thread) else None
         out[row_id] = Version(
             index=index + 1, count=len(thread), latest_row_id=thread[-1].row_id,
             superseded_by=later.row_id if later else None,
             superseded_on=later.event_time if later else None,
-            contradicted_by=_contradictions(row, visible),
+            contradicted_by=_contradictions(row, visible) if row.superseded_by else (),
         )
     return out
+
+
+def _order(f: VersionFields) -> tuple[datetime, int, str]:
+    return (f.event_time or f.ingested_at, f.ingest_position, f.row_id)  # VersionFields.order, one call fewer
+
+
+def _visible(fields: Iterable[VersionFields], view: Scope) -> Iterable[VersionFields]:
+    """The fields `in_view` admits; the same test, with the per-row calls taken out where the
+    view has no dates."""
+    if view.as_of is not None or view.known_at is not None:
+        readable = readable_lists(view)
+        return [f for f in fields if in_view(f, view, readable)]
+    tenant, inactive = view.tenant, view.inactive_at_known
+    candidates = [f for f in fields if f.state == "active" and f.tenant == tenant and f.row_id not in inactive]
+    if view.readers is None:
+        return candidates
+    readable = readable_lists(view)
+    lists = {f.acl for f in candidates}
+    allowed = {acl for acl in lists if readable(acl)}
+    return [f for f in candidates if f.acl in allowed]
 
 
 def _contradictions(row: VersionFields, visible: dict[str, VersionFields]) -> tuple[str, ...]:
