@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import logging
 import re
-from collections import deque
-from collections.abc import Iterator, Sequence
-from datetime import datetime
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timedelta
 
 from schemas.events import AdminActionRecorded, ErasureRecorded, MaintenanceRunFinished, MaintenanceRunStarted
-from services.app.log_lanes import scan
+from services.app.log_lanes import lane_spans
+from services.core.positions import lane_start
 from services.core.keys import ApiKey
 from services.ports import EventLog, KeyStore
 
@@ -74,6 +74,8 @@ HOST_WIDE = "*"
 # Paths and counts stay with the host's operator (`orgmem audit`): a count of every tenant's rows
 # or events, less one's own, is the size of the others.
 HOST_WIDE_FIELDS = ("format", "online", "replace")
+# How far apart the clocks of the processes that append to one log may be (a search by time).
+CLOCK_SKEW = timedelta(minutes=5)
 
 
 # The families of actions recorded today (an action's first word: `key.created` is a key act).
@@ -115,12 +117,55 @@ def _entries(logged_events, tenants: set[str] | None, since: datetime | None) ->
             yield (logged, *entry)
 
 
+def _forward(event_log: EventLog, after: int, head: int, batch: int) -> Iterator:
+    """The lane's events in (after, head], page by page."""
+    while after < head:
+        # At most head - after events lie in (after, head]: no need to read past it.
+        page = [e for e in event_log.read(after, min(batch, head - after)) if e.position <= head]
+        if not page:
+            return
+        yield from page
+        after = page[-1].position
+
+
+def _start_at(event_log: EventLog, start: int, head: int, since: datetime | None) -> int:
+    """A position of the lane after which lies every event appended at `since` or later: found by
+    bisection (one one-event read a step), since times grow with positions. Appenders in other
+    processes stamp their own clocks, so it looks CLOCK_SKEW earlier; the caller filters exactly."""
+    if since is None:
+        return start
+    at, low, high = since - CLOCK_SKEW, start, head
+    while high - low > 1:
+        middle = (low + high) // 2
+        found = event_log.read(middle, 1)
+        if found and found[0].position <= high and found[0].appended_at < at:
+            low = found[0].position
+        else:
+            high = middle
+    return low
+
+
+def _newest(event_log: EventLog, start: int, head: int, keep: Callable, want: int, batch: int) -> list:
+    """The last `want` events of (start, head] that `keep` turns into a record, in log order:
+    read backwards in spans of positions that double (positions may leave gaps: Kafka), so a
+    trail with many acts is not read from its start."""
+    found: list = []
+    high, width = head, batch
+    while high > start and len(found) < want:
+        low = max(start, high - width)
+        found = [r for e in _forward(event_log, low, high, batch) if (r := keep(e)) is not None] + found
+        high, width = low, width * 2
+    return found[-want:]
+
+
 def audit_entries(event_log: EventLog, tenant: str | None = None, since: datetime | None = None,
                   batch: int = 1000) -> Iterator[tuple]:
     """Audited acts in log order (lane by lane where the log is split by tenant), as
     (logged, action, actor, details): admin actions (keys, exports, backups, restores, holds,
     rebuilds), erasures, and maintenance runs started and finished. `tenant`: only its own acts."""
-    yield from _entries(scan(event_log, event_log.read, tenant, batch), None if tenant is None else {tenant}, since)
+    for start, head in lane_spans(event_log, tenant):
+        events = _forward(event_log, _start_at(event_log, start, head, since), head, batch)
+        yield from _entries(events, None if tenant is None else {tenant}, since)
 
 
 def entry_record(logged, action: str, actor: str, details: dict) -> dict:
@@ -135,19 +180,23 @@ def tenant_trail(event_log: EventLog, tenant: str, since: datetime | None = None
     own acts, and the host-wide ones (they touch its data too) with HOST_WIDE_FIELDS only.
     Never another tenant's. Returns the records and whether older ones were left out.
 
-    Reads the lanes that hold them from their start: the log has no index by time or type."""
-    lanes = {event_log.lane_for(tenant): tenant}
-    lanes.setdefault(event_log.lane_for(HOST_WIDE), HOST_WIDE)  # one lane may hold both: read once
-    wanted, records = set(kinds), []
-    for who in lanes.values():
-        kept: deque[dict] = deque(maxlen=limit + 1)  # per lane: lanes are read one after the other
-        for logged, action, actor, details in _entries(scan(event_log, event_log.read, who, batch),
-                                                       {tenant, HOST_WIDE}, since):
+    The log has no index by type: this reads the lanes back from their heads until `limit + 1`
+    acts are found, or to `since` (found by bisection), or to their start."""
+    wanted = set(kinds)
+
+    def keep(logged) -> dict | None:
+        for _, action, actor, details in _entries((logged,), {tenant, HOST_WIDE}, since):
             if wanted and kind_of(action) not in wanted:
-                continue
+                return None
             if logged.event.tenant == HOST_WIDE:
                 details = {k: v for k, v in details.items() if k in HOST_WIDE_FIELDS}
-            kept.append(entry_record(logged, action, actor, details))
-        records += kept
+            return entry_record(logged, action, actor, details)
+        return None
+
+    lanes = {event_log.lane_for(tenant), event_log.lane_for(HOST_WIDE)}  # one lane may hold both: read once
+    heads, records = event_log.heads(), []
+    for lane in sorted(lanes):
+        start, head = lane_start(lane), heads.of(lane)
+        records += _newest(event_log, _start_at(event_log, start, head, since), head, keep, limit + 1, batch)
     records.sort(key=lambda r: (r["at"], r["position"]), reverse=True)
     return records[:limit], len(records) > limit

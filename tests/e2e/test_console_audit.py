@@ -31,6 +31,12 @@ def test_the_stats_page_links_to_the_audit_trail(browser, live_server):  # noqa:
         wait_text(page, "#audit-count", r"^1 act$")
         assert page.evaluate("() => location.hash") == "#/audit/key"
         assert page.locator("#audit tbody tr td:nth-child(3)").all_inner_texts() == ["key.created"]
+        asked = [url for url, _ in console.requests if "/v1/admin/audit" in url]
+        assert "since=" in asked[-1] and "kind=key" in asked[-1]  # the last 30 days by default
+        with page.expect_request(lambda r: "/v1/admin/audit" in r.url) as again:
+            page.select_option("#audit-period", "")  # all time: no since
+        assert "since=" not in again.value.url and "kind=key" in again.value.url
+        wait_text(page, "#audit-count", r"^1 act$")
         console.snap("audit")
         assert console.problems == []
     finally:

@@ -93,3 +93,68 @@ def test_exports_backups_and_restores_are_in_the_audit_trail_with_actor_and_targ
     assert [e["action"] for e in _trail(aside)] == ["export", "export", "backup"]
     text = _cli("audit", "--kind", "restore", data=data).stdout
     assert "restore" in text and "by ops:dan" in text and str(backup) in text
+
+
+class CountingLog:
+    """A real SQLite log that counts the events its reads return (how much of the log was read)."""
+
+    def __init__(self, event_log):
+        self.log, self.events_read = event_log, 0
+
+    def read(self, after, limit):
+        found = self.log.read(after, limit)
+        self.events_read += len(found)
+        return found
+
+    def __getattr__(self, name):
+        return getattr(self.log, name)
+
+
+def test_the_tenants_trail_is_read_back_from_the_head_and_from_since(tmp_path, monkeypatch):
+    import time
+    from datetime import UTC, datetime
+
+    from services.app import audit
+    from services.app.memory import append_documents
+    from services.bootstrap import open_event_log
+    from services.settings import Settings
+
+    event_log = open_event_log(Settings(data_dir=tmp_path / "d"))
+    try:
+        marks = []
+        for n in range(6):
+            docs = [DocumentIn(text=f"note {n}-{i}", author="a") for i in range(1000)]
+            append_documents(event_log, docs, Caller(tenant="acme" if n % 2 else "globex"))
+            audit.record_admin_action(event_log, "acme", "export", "ops", {"n": n, "file": f"acme-{n}.jsonl"})
+            audit.record_admin_action(event_log, "globex", "key.created", "gx", {"n": n})
+            audit.record_admin_action(event_log, "*", "backup", "ops", {"n": n, "dir": "/srv/b", "online": True})
+            marks.append(datetime.now(UTC))
+            time.sleep(0.02)
+        log = CountingLog(event_log)
+        everything = [audit.entry_record(*e) for e in audit.audit_entries(event_log)]
+        for since in (None, marks[2], marks[5]):
+            for kinds in ((), ("export",), ("backup", "key")):
+                for limit in (1, 4, 100):
+                    got, more = audit.tenant_trail(log, "acme", since, limit, kinds)
+                    want = [dict(r, details={k: v for k, v in r["details"].items()
+                                             if r["tenant"] == "acme" or k in audit.HOST_WIDE_FIELDS})
+                            for r in reversed(everything) if r["tenant"] in ("acme", "*")
+                            and (since is None or r["at"] >= since) and (not kinds or r["kind"] in kinds)]
+                    assert got == want[:limit] and more == (len(want) > limit), (since, kinds, limit)
+                    assert all(r["tenant"] != "globex" and "/srv/b" not in str(r) for r in got)
+        # The newest acts are near the head: a short trail is read from there, not from the start.
+        log.events_read = 0
+        got, more = audit.tenant_trail(log, "acme", limit=2, batch=100)
+        assert [r["action"] for r in got] == ["backup", "export"] and more
+        assert log.events_read < 2000, log.events_read  # of 6018
+        # `since` is found by bisection (with the clocks taken as one here): the log before it is not read.
+        monkeypatch.setattr(audit, "CLOCK_SKEW", audit.timedelta(0))
+        log.events_read = 0
+        got, _ = audit.tenant_trail(log, "acme", since=marks[4], limit=100, batch=100)
+        assert [r["action"] for r in got] == ["backup", "export"] and got[1]["details"]["n"] == 5
+        assert log.events_read < 1100, log.events_read  # the last 1003 events, and the bisection's reads
+        log.events_read = 0
+        assert [e[1] for e in audit.audit_entries(log, "globex", since=marks[4], batch=100)] == ["key.created"]
+        assert log.events_read < 1100, log.events_read
+    finally:
+        event_log.close()
