@@ -115,15 +115,10 @@ def export_rows(memory: Memory, sink: RowSink, tenant: str | None, readers: froz
     return ExportSummary(count, checkpoint.summary(), time.monotonic() - started)
 
 
-def jsonl_chunks(memory: Memory, tenant: str, readers: frozenset[str] | None) -> Iterator[bytes]:
-    """The JSONL export of a tenant as one chunk per page (a streamed HTTP response)."""
-    for records in record_pages(memory, tenant, readers):
-        yield "".join(jsonl_line(r) for r in records).encode("utf-8")
-
-
 def audited_jsonl_chunks(memory: Memory, tenant: str, readers: frozenset[str] | None, actor: str,
                          file: str) -> Iterator[bytes]:
-    """The API's export, in the audit trail twice: `export.started` before the first byte can go
+    """The JSONL export of a tenant as one chunk per page (a streamed HTTP response): the API's
+    export, in the audit trail twice: `export.started` before the first byte can go
     out (an append that fails sends nothing; a stream cut short, or a server that dies half way,
     is still on record), then `export` when the stream ends, with the rows handed to the response
     and whether it ran to the end."""
