@@ -48,6 +48,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning
+from bs4.element import CData, NavigableString, PreformattedString, Tag
 
 from services.connectors.base import DeadLetter
 from services.connectors.contract import ExportTree, Found
@@ -55,7 +56,10 @@ from services.connectors.sources.chat import ChatError, Letters, Message, Thread
 
 NAME = "teams"
 _PAGE = re.compile(r"messages(?:[-_.]?\d{1,6})?\.json")
-_BLOCKS = ["p", "div", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre", "ul", "ol", "table"]
+_BLOCKS = frozenset({"p", "div", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre", "ul", "ol",
+                     "table"})
+_HIDDEN = frozenset({"script", "style", "head", "title", "attachment", "systemeventmessage"})
+_NEWLINE = object()  # a block's end, on the walk's stack
 NOT_FILES = frozenset({"messageReference", "forwardedMessageReference"})
 MAX_MEMBERS = 100_000
 
@@ -92,26 +96,40 @@ def _str(value: object) -> str:
 
 
 def html_text(content: str, mentions: Mapping[str, str]) -> str:
-    """The visible text of a Teams HTML body, a line per block, mentions as "@name"."""
+    """The visible text of a Teams HTML body, a line per block, mentions as "@name".
+
+    The tree is walked once with a stack, never edited: BeautifulSoup's edits (insert_after,
+    replace_with) walk a tag's descendants, so a body of 100,000 nested tags took minutes."""
     with warnings.catch_warnings():
         # A body that is one URL makes BeautifulSoup warn that it looks like a path: it is text.
         warnings.simplefilter("ignore", MarkupResemblesLocatorWarning)
         soup = BeautifulSoup(content, "html.parser")
-    for tag in soup(["script", "style", "attachment", "systemeventmessage"]):
-        tag.decompose()
-    for at in soup.find_all("at"):
-        name = at.get_text(" ", strip=True) or mentions.get(str(at.get("id")), "")
-        at.replace_with(f"@{name.lstrip('@')}" if name else "")
-    for emoji in soup.find_all("emoji"):
-        emoji.replace_with(str(emoji.get("alt") or ""))
-    for img in soup.find_all("img"):
-        alt = str(img.get("alt") or "").strip()
-        img.replace_with(f"[image: {alt}]" if alt else "[image]")
-    for br in soup.find_all("br"):
-        br.replace_with("\n")
-    for tag in soup.find_all(_BLOCKS):
-        tag.insert_after("\n")
-    lines = (" ".join(line.split()) for line in soup.get_text().splitlines())
+    out: list[str] = []
+    stack: list[object] = [soup]
+    while stack:
+        node = stack.pop()
+        if node is _NEWLINE:
+            if out and not out[-1].endswith("\n"):  # nested blocks end on one line break, not many
+                out.append("\n")
+        elif isinstance(node, NavigableString):
+            if not isinstance(node, PreformattedString) or isinstance(node, CData):  # comments are not text
+                out.append(str(node))
+        elif isinstance(node, Tag) and node.name not in _HIDDEN:
+            if node.name == "at":
+                name = node.get_text(" ", strip=True) or mentions.get(str(node.get("id")), "")
+                out.append(f"@{name.lstrip('@')}" if name else "")
+            elif node.name == "emoji":
+                out.append(str(node.get("alt") or ""))
+            elif node.name == "img":
+                alt = str(node.get("alt") or "").strip()
+                out.append(f"[image: {alt}]" if alt else "[image]")
+            elif node.name == "br":
+                out.append("\n")
+            else:
+                if node.name in _BLOCKS:
+                    stack.append(_NEWLINE)
+                stack.extend(reversed(node.contents))
+    lines = (" ".join(line.split()) for line in "".join(out).splitlines())
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 
 

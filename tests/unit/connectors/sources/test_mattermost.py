@@ -250,3 +250,10 @@ def test_a_direct_channel_of_too_many_or_no_members_is_a_dead_letter():
     versions, letters, _, _ = read(mattermost_export(lines))
     assert len(letters) == 4 and "1 to 8 usernames" in letters[0].reason and "not a Mattermost name" in letters[3].reason
     assert list(versions) == [f"direct:dana,lee/{ms(D1)}@dana"]
+
+
+def test_a_line_over_the_cap_is_a_dead_letter_and_the_next_line_reads():
+    huge = post("town-square", "dana", "x" * (4 * 1024 * 1024), ms(D2))
+    versions, letters, _, _ = read(mattermost_export([huge, *town()]))
+    assert len(letters) == 1 and letters[0].path == "export/import.jsonl:8" and "over 4194304" in letters[0].reason
+    assert set(versions) == {ROOT, f"acme:town-square/{ms(D1, 120)}@sam"}

@@ -7,6 +7,7 @@ removes."""
 from __future__ import annotations
 
 import json
+import time
 import zipfile
 
 import pytest
@@ -285,3 +286,11 @@ def test_a_name_a_message_lacks_is_found_in_any_members_file_whatever_the_order(
     versions, letters, source, _ = read(files)
     assert not letters and source.counts["unknown_users"] == 0
     assert versions["chats:a-chat/2024-01-02"].document.author == "Sam Roe"
+
+
+def test_a_body_of_deeply_nested_tags_reads_in_linear_time():
+    # Editing the tree (insert_after per block) walked each tag's descendants: minutes for this.
+    start = time.monotonic()
+    body = "<div><b>" * 50_000 + "deep" + "</b></div>" * 50_000 + "<!-- not text --><p>after</p>"
+    assert html_text(body, {}) == "deep\nafter"
+    assert time.monotonic() - start < 20
