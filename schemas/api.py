@@ -99,6 +99,8 @@ class QueryHit(BaseModel):
     superseded_by: str | None = Field(description=(
         "Kept for compatibility: the first of `version.contradicted_by`, null when there is none."))
     version: RowVersion | None = Field(default=None, description="This row's version of its thread.")
+    parent: str | None = Field(default=None, description="Row id of the message or ticket this row came "
+                                                         "inside (an attachment), else null.")
 
 
 class QueryResponse(BaseModel):

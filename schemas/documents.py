@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 DocumentKind = Literal["email", "ticket", "meeting", "doc", "chat"]
 # Kinds whose rows are single turns of a conversation: a turn answers the one before it and is
@@ -19,6 +19,8 @@ MAX_TAGS = 200
 MAX_NAME_CHARS = 512
 # Each tag and access-list entry: a name with a prefix ("author:<name>", "user:<name>").
 MAX_VALUE_CHARS = 1024
+# A source id, and a parent's (the source id of the document it came inside, in the same source).
+MAX_SOURCE_ID_CHARS = 1024
 Name = Annotated[str, StringConstraints(max_length=MAX_NAME_CHARS)]
 Value = Annotated[str, StringConstraints(max_length=MAX_VALUE_CHARS)]
 # The dates orgmem accepts, from the API and from every connector. Dates outside these years are
@@ -42,7 +44,10 @@ class DocumentIn(BaseModel):
     tags: list[Value] = Field(default_factory=list, max_length=MAX_TAGS)
     participants: list[Name] = Field(default_factory=list, max_length=MAX_TAGS)
     source: str | None = Field(default=None, max_length=256, description="Connector or system the document came from.")
-    source_id: str | None = Field(default=None, max_length=1024, description="Stable id within the source; re-ingesting it adds nothing.")
+    source_id: str | None = Field(default=None, max_length=MAX_SOURCE_ID_CHARS, description="Stable id within the source; re-ingesting it adds nothing.")
+    parent: str | None = Field(default=None, min_length=1, max_length=MAX_SOURCE_ID_CHARS,
+                               description="Source id (same source) of the document this one came inside: "
+                                           "a mail's or a ticket's attachment names its message or ticket.")
     acl: list[Value] = Field(default_factory=list, max_length=MAX_TAGS, description="Principals and groups who may read it; empty = the whole tenant.")
 
     @field_validator("date")
@@ -66,3 +71,13 @@ class DocumentIn(BaseModel):
             if value:
                 seen.setdefault(value, None)
         return list(seen)
+
+    @model_validator(mode="after")
+    def _parent_in_source(self) -> DocumentIn:
+        # The parent is found by (source, parent): without a source id of its own the document has
+        # no place in that source, and a document cannot come inside itself.
+        if self.parent is not None and not self.source_id:
+            raise ValueError("parent: only with source_id")
+        if self.parent is not None and self.parent == self.source_id:
+            raise ValueError("parent: a document cannot be its own parent")
+        return self

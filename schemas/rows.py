@@ -28,6 +28,8 @@ class Row(BaseModel):
     acl: list[str] = Field(default_factory=list)
     source: str | None = None
     source_id: str | None = None
+    parent: str | None = Field(default=None, description="Row id of the document this one came inside "
+                                                         "(a mail's or ticket's attachment), if any.")
     ingest_position: int
     ingested_at: datetime
     state: RowState = "active"

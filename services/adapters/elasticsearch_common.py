@@ -69,6 +69,7 @@ ROW_MAPPINGS = {
         "derived_from": _KEYWORD,
         "source": _KEYWORD,
         "source_id": _KEYWORD,
+        "parent": _KEYWORD,
         "event_time": {"type": "date"},
         "event_us": {"type": "long"},
         "ingested_at": {"type": "date"},
@@ -76,6 +77,8 @@ ROW_MAPPINGS = {
         "ingest_position": {"type": "long"},
     },
 }
+
+ADDED_FIELDS = ("parent",)
 
 
 def index_settings(shards: int = 1, replicas: int = 0) -> dict:
@@ -143,7 +146,7 @@ def row_document(row: Row) -> dict:
     }
     # Absent rather than null where the Row has None: a missing field never matches a term or
     # range, which is the scope's rule for undated rows and rows without a thread.
-    for name in ("thread", "title", "source", "source_id", "superseded_by"):
+    for name in ("thread", "title", "source", "source_id", "superseded_by", "parent"):
         value = getattr(row, name)
         if value is not None:
             doc[name] = value
@@ -161,7 +164,7 @@ def row_from_document(source: dict) -> Row:
         acl=source.get("acl", []), source=source.get("source"), source_id=source.get("source_id"),
         ingest_position=source["ingest_position"], ingested_at=source["ingested_at"],
         state=source.get("state", "active"), superseded_by=source.get("superseded_by"),
-        derived_from=source.get("derived_from", []),
+        derived_from=source.get("derived_from", []), parent=source.get("parent"),
     )
 
 
@@ -251,7 +254,11 @@ def ensure_template_and_index(client, component: str, index: str, shards: int = 
             name=f"{index}-template", index_patterns=body["index_patterns"], priority=body["priority"],
             template=body["template"], meta=body["_meta"],
         )
-        if not client.indices.exists(index=index):
+        if client.indices.exists(index=index):
+            # The mapping is strict: an index made before a field existed gains it (adding a field
+            # is allowed on a live index; these are the fields added since the first release).
+            client.indices.put_mapping(index=index, properties={k: ROW_MAPPINGS["properties"][k] for k in ADDED_FIELDS})
+        else:
             try:
                 client.indices.create(index=index)
             except BadRequestError as exc:  # created meanwhile by another process

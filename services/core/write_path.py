@@ -23,7 +23,7 @@ from schemas.events import (
     RowSuperseded,
 )
 from schemas.rows import Row, RowChange
-from services.core.write_rules import author_scope, content_hash, is_empty
+from services.core.write_rules import author_scope, content_hash, is_empty, parent_row_id
 
 
 def embedding_text(title: str | None, text: str) -> str:
@@ -180,7 +180,7 @@ def new_row(logged: LoggedEvent) -> Row:
         row_id=event.row_id, tenant=event.tenant, text=doc.text, author=doc.author,
         event_time=doc.date, kind=doc.kind, thread=doc.thread, title=doc.title, tags=doc.tags,
         participants=doc.participants, acl=doc.acl, source=doc.source, source_id=doc.source_id,
-        ingest_position=logged.position, ingested_at=logged.appended_at, state="active",
+        parent=parent_row_id(event.tenant, doc), ingest_position=logged.position, ingested_at=logged.appended_at, state="active",
         derived_from=list(event.sources) if isinstance(event, RowDerived) else [],
     )
 

@@ -37,11 +37,21 @@ def content_hash(text: str) -> str:
     return _digest(text.strip())
 
 
+def _source_row_id(tenant: str, source: str | None, source_id: str) -> str:
+    return "r" + _digest("src", tenant, source or "", source_id)[:23]
+
+
 def row_id_for(tenant: str, doc: DocumentIn) -> str:
     """A source item always maps to the same row id; so does a repeated text in one author scope."""
     if doc.source_id:
-        return "r" + _digest("src", tenant, doc.source or "", doc.source_id)[:23]
+        return _source_row_id(tenant, doc.source, doc.source_id)
     return "r" + _digest("txt", tenant, doc.author.strip().lower(), content_hash(doc.text))[:23]
+
+
+def parent_row_id(tenant: str, doc: DocumentIn) -> str | None:
+    """The row id of the document `doc` came inside (its `parent`, a source id of the same source),
+    whether or not that row is stored yet: the id is the one `row_id_for` gives the parent."""
+    return _source_row_id(tenant, doc.source, doc.parent) if doc.parent else None
 
 
 def derived_row_id(run_id: str, sources: list[str]) -> str:

@@ -32,7 +32,7 @@ ROW_SCHEMA = pa.schema([
     pa.field("acl", _STRINGS), pa.field("source", pa.string()), pa.field("source_id", pa.string()),
     pa.field("ingest_position", pa.int64(), nullable=False), pa.field("ingested_at", _TIME, nullable=False),
     pa.field("state", pa.string(), nullable=False), pa.field("superseded_by", pa.string()),
-    pa.field("derived_from", _STRINGS), pa.field("history", pa.list_(HISTORY_TYPE)),
+    pa.field("derived_from", _STRINGS), pa.field("parent", pa.string()), pa.field("history", pa.list_(HISTORY_TYPE)),
 ])
 
 

@@ -43,7 +43,7 @@ from services.ports import RowHead, RowMutation, SkippedDocument
 
 _COLUMNS = (
     "row_id, tenant, text, author, event_time, kind, thread, title, tags, participants, acl, "
-    "source, source_id, ingest_position, ingested_at, state, superseded_by, derived_from"
+    "source, source_id, ingest_position, ingested_at, state, superseded_by, derived_from, parent"
 )
 
 
@@ -285,14 +285,14 @@ class SqliteRowStore:
         row, change = mutation.row, mutation.change
         written = conn.execute(
             f"INSERT INTO rows({_COLUMNS}, author_scope, content_hash, state_position) "
-            f"SELECT ?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,? WHERE {_NOT_ERASED} "
+            f"SELECT ?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,? WHERE {_NOT_ERASED} "
             f"ON CONFLICT(row_id) DO UPDATE SET {_UPDATED} WHERE excluded.state_position > rows.state_position",
             (
                 row.row_id, row.tenant, row.text, row.author, encode_time(row.event_time), row.kind,
                 row.thread, row.title, json.dumps(row.tags), json.dumps(row.participants),
                 json.dumps(row.acl), row.source, row.source_id, row.ingest_position,
                 encode_time(row.ingested_at), row.state, row.superseded_by, json.dumps(row.derived_from),
-                author_scope(row.author), content_hash(row.text), change.position, row.row_id, change.position,
+                row.parent, author_scope(row.author), content_hash(row.text), change.position, row.row_id, change.position,
             ),
         ).rowcount
         if written:

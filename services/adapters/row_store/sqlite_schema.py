@@ -24,7 +24,7 @@ CREATE TABLE IF NOT EXISTS rows (
     thread TEXT, title TEXT, tags TEXT NOT NULL, participants TEXT NOT NULL, acl TEXT NOT NULL,
     source TEXT, source_id TEXT, ingest_position INTEGER NOT NULL, ingested_at TEXT NOT NULL,
     state TEXT NOT NULL, superseded_by TEXT, derived_from TEXT NOT NULL,
-    state_position INTEGER NOT NULL DEFAULT 0
+    state_position INTEGER NOT NULL DEFAULT 0, parent TEXT
 );
 CREATE INDEX IF NOT EXISTS rows_recent ON rows(tenant, ingest_position);
 CREATE INDEX IF NOT EXISTS rows_text ON rows(tenant, author_scope, content_hash, state);
@@ -65,6 +65,7 @@ def open_row_store(path: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA secure_delete=ON")
         _add_skip_tenants(conn)
         _add_state_positions(conn)
+        _add_parents(conn)
     return conn
 
 
@@ -88,6 +89,14 @@ def _add_state_positions(conn: sqlite3.Connection) -> None:
             "BEGIN; ALTER TABLE rows ADD COLUMN state_position INTEGER NOT NULL DEFAULT 0; "
             "UPDATE rows SET state_position = COALESCE((SELECT MAX(h.position) FROM history h "
             "WHERE h.row_id = rows.row_id), ingest_position); COMMIT;")
+
+
+def _add_parents(conn: sqlite3.Connection) -> None:
+    """A store written before rows named their parent (the message or ticket an attachment came
+    in) gains the column, empty: no row from before then was an attachment document."""
+    columns = {c[1] for c in conn.execute("PRAGMA table_info(rows)")}
+    if "parent" not in columns:
+        conn.execute("ALTER TABLE rows ADD COLUMN parent TEXT")
 
 
 # The checkpoint only moves forward. Both sides are integers: SQLite orders any text above any

@@ -130,7 +130,7 @@ async def answer_query(body: QueryRequest, s: State, caller: CurrentCaller) -> Q
         rows=[QueryHit(rank=sel.rank, row_id=sel.row.row_id, reason=sel.reason, fused_score=sel.fused_score,
                        leg_ranks=sel.leg_ranks, leg_scores=sel.leg_scores, date=sel.row.event_time,
                        author=sel.row.author, kind=sel.row.kind, thread=sel.row.thread, title=sel.row.title,
-                       text=sel.row.text, version=(version := versions.get(sel.row.row_id)),
+                       text=sel.row.text, parent=sel.row.parent, version=(version := versions.get(sel.row.row_id)),
                        superseded_by=version.contradicted_by[0] if version and version.contradicted_by else None)
               for sel in result.selected],
         evidence=render_evidence(rows, show_supersession=body.show_supersession, versions=result.versions),
