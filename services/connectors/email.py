@@ -35,6 +35,7 @@ from schemas.documents import (
 )
 from services.connectors.base import ConnectorReport, DeadLetter
 from services.connectors.dates import parse_rfc2822
+from services.connectors.mail_attachments import AttachedPart, office_extractor, read_attachments
 from services.errors import EmailParseError
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,11 @@ _HTML_BLOCKS = ["p", "div", "tr", "li", "ul", "ol", "table", "h1", "h2", "h3", "
 class ParsedEmail:
     document: DocumentIn
     warnings: tuple[str, ...] = ()  # "Field: problem" notes; the document still goes in
+    # Documents of its attachments (parent: this message), and the attachments that failed
+    # ((label suffix, reason): dead letters) or were skipped (why, counted).
+    attachments: tuple[DocumentIn, ...] = ()
+    attachment_failures: tuple[tuple[str, str], ...] = ()
+    attachment_skips: tuple[str, ...] = ()
 
     @property
     def undated(self) -> bool:
@@ -74,6 +80,10 @@ class EmailReport(ConnectorReport):
             letters.append(parsed)
             return
         docs.append(parsed.document)
+        docs.extend(parsed.attachments)
+        letters.extend(DeadLetter(self.connector, label + suffix, why) for suffix, why in parsed.attachment_failures)
+        for why in parsed.attachment_skips:
+            self.skip(why)
         self.undated += parsed.undated
         self.warnings += [f"{label}: {w}" for w in parsed.warnings]
 
@@ -183,6 +193,7 @@ class _Body:
     attachments: list[tuple[str, str]] = field(default_factory=list)  # (name, text)
     binaries: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    attached: list[AttachedPart] = field(default_factory=list)  # every attached part, each a document
 
 
 def _is_text(part: Message, filename: str) -> bool:
@@ -194,8 +205,8 @@ def _is_text(part: Message, filename: str) -> bool:
     return subtype == "octet-stream" and Path(filename).suffix.lower() in _TEXT_EXTENSIONS
 
 
-def _part_text(part: Message, body: _Body) -> str:
-    payload = part.get_payload(decode=True) or b""
+def _part_text(part: Message, body: _Body, payload: bytes | None = None) -> str:
+    payload = (part.get_payload(decode=True) or b"") if payload is None else payload
     text, warning = _decode_bytes(payload, part.get_content_charset())
     if warning:
         body.warnings.append(f"Content-Type: {warning}, decoded as UTF-8/Windows-1252")
@@ -217,6 +228,8 @@ def _collect(part: Message, body: _Body) -> None:
     except Exception:  # a malformed filename parameter
         filename = ""
     attached = bool(filename) or part.get_content_disposition() == "attachment"
+    if attached:
+        body.attached.append(AttachedPart(len(body.attached) + 1, filename or "unnamed", part, _is_text(part, filename)))
     if not _is_text(part, filename):
         body.binaries.append(f"{filename or 'unnamed'} ({part.get_content_type()})")
     elif attached:
@@ -313,7 +326,10 @@ def parse_email(raw: bytes, *, acl_from_participants: bool = False) -> ParsedEma
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise EmailParseError(problems) from None
-    return ParsedEmail(document, tuple(warnings))
+    extract, reads = office_extractor()
+    found = read_attachments(document, subject, body.attached, lambda data, part: _part_text(part, _Body(), data),
+                             extract, reads)
+    return ParsedEmail(document, tuple(warnings), tuple(found.documents), tuple(found.failures), tuple(found.skipped))
 
 
 def parse_item(raw: bytes, label: str, connector: str, *, acl_from_participants: bool) -> ParsedEmail | DeadLetter:

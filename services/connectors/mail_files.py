@@ -296,8 +296,9 @@ def run_email(
                             item = DeadLetter(CONNECTOR, label, item)
                         else:
                             item = parse_item(item, label, CONNECTOR, acl_from_participants=acl_from_participants)
-                        report.route(label, item, docs, letters)
-                        held[0] += len(docs[-1].text) if docs and not isinstance(item, DeadLetter) else 0
+                        before = len(docs)
+                        report.route(label, item, docs, letters)  # the message and its attachments
+                        held[0] += sum(len(doc.text) for doc in docs[before:])
                         if len(docs) >= batch_size or held[0] >= BATCH_CHARS:
                             flush()
                 prints[key] = digest
