@@ -185,6 +185,7 @@ RUN_PATHS = "/v1/admin/maintenance"
 READS = {("POST", "/v1/query"), ("GET", "/v1/rows/{row_id}"), ("GET", "/v1/threads/{thread_id:path}"),
          ("GET", "/v1/admin/export")}
 TEXT_FREE = {("GET", "/v1/stats"), ("GET", "/v1/admin/keys"), ("GET", "/v1/connectors/dead-letters"),
+             ("GET", "/v1/admin/audit"),  # acts (keys, exports, runs): who, when, what kind, never a row
              ("GET", f"{RUN_PATHS}/runs"), ("GET", f"{RUN_PATHS}/runs/{{run_id}}"),
              ("GET", f"{RUN_PATHS}/runs/{{run_id}}/decisions")}
 ELSEWHERE = {("*", "/mcp"): "the MCP tools and resources: test_every_mcp_tool_and_resource"}
