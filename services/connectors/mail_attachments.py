@@ -63,7 +63,7 @@ def office_extractor() -> tuple[Extract | None, Reads | None]:
         from services.connectors import extract as module
     except ImportError:
         return None, None
-    return getattr(module, "extract_attachment", None), getattr(module, "reads_attachment", None)
+    return module.extract, module.reads
 
 
 def attachment_id(message_id: str, index: int, filename: str) -> str:
