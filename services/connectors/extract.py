@@ -9,13 +9,13 @@ has it). One long-lived child serves file after file, so a folder of 1,000 PDFs 
 start, not 1,000; a child that was killed is replaced on the next file. The libraries are imported
 in the child, the first time a file needs them, so a run that meets no PDF never loads pypdf.
 
-The child is quiet: its stdout and stderr go to /dev/null and the libraries' loggers (pypdf warns on
-every odd file) are silenced there; the warnings are counted and the count returned, for the
-caller's debug log only.
+The child is quiet: stdout and stderr go to /dev/null, the libraries' loggers (pypdf warns on every
+odd file) only count there, and the count goes to the caller's debug log.
 """
 
 from __future__ import annotations
 
+import atexit
 import io
 import logging
 import os
@@ -23,6 +23,7 @@ import re
 import subprocess
 import sys
 import threading
+import warnings
 from dataclasses import dataclass, field
 from datetime import datetime
 from multiprocessing.connection import Connection
@@ -34,9 +35,9 @@ log = logging.getLogger(__name__)
 
 TIME_CAP_SECONDS = 30.0  # one file's extraction in the child
 MEMORY_CAP_BYTES = 1024 * 1024 * 1024  # what the child may map beyond what it held at start
-MAX_CELLS = 200_000  # one workbook's non-empty cells read; the rest is cut, and the text says so
-_TEXT_LIMIT = MAX_TEXT_CHARS + 1
-_ROOT = str(Path(__file__).resolve().parents[2])  # where the child imports this module from  # the child stops there: a longer text is refused by the caller
+MAX_CELLS = 500_000  # one workbook's cells read (empty ones too); the rest is cut, and the text says so
+_TEXT_LIMIT = MAX_TEXT_CHARS + 1  # the child stops there: a longer text is refused by the caller
+_ROOT = str(Path(__file__).resolve().parents[2])  # where the child imports this module from
 
 # kind -> suffixes, and the content types mail and tickets carry.
 SUFFIXES = {"text": (".md", ".markdown", ".txt"), "html": (".html", ".htm"), "pdf": (".pdf",),
@@ -87,8 +88,7 @@ def decode_text(data: bytes) -> str:
 
 
 _SKIP_TAGS = frozenset({"script", "style", "noscript", "template", "head", "svg"})
-_BLOCK_TAGS = frozenset({"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "table",
-                         "section", "article", "pre", "blockquote", "ul", "ol", "dd", "dt", "hr"})
+_BLOCK_TAGS = frozenset("p div br li tr h1 h2 h3 h4 h5 h6 table section article pre blockquote ul ol dd dt hr".split())
 
 
 def html_text(markup: str | bytes, root=None) -> Extracted:
@@ -96,7 +96,8 @@ def html_text(markup: str | bytes, root=None) -> Extracted:
     tag) reads one part of a page already parsed. One walk over the tree with a stack, no edits:
     BeautifulSoup's decompose and get_text recurse or rescan, and a page of deeply nested tags
     made them take minutes."""
-    from bs4 import BeautifulSoup, Comment, NavigableString, Tag
+    from bs4 import BeautifulSoup, NavigableString, Tag
+    from bs4.element import PreformattedString  # comments, doctypes, CDATA: not visible text
 
     soup = root if root is not None else BeautifulSoup(markup, "html.parser")
     title_tag = soup.find("title") if root is None else None
@@ -108,7 +109,7 @@ def html_text(markup: str | bytes, root=None) -> Extracted:
     stack = [soup]
     while stack:
         node = stack.pop()
-        if isinstance(node, Comment):
+        if isinstance(node, PreformattedString):
             continue
         if isinstance(node, NavigableString):
             pieces.append(str(node))
@@ -158,15 +159,12 @@ def _pdf(data: bytes, out: _Text) -> tuple[str, str, datetime | None, tuple[str,
     reader = PdfReader(io.BytesIO(data))
     if reader.is_encrypted and not reader.decrypt(""):
         raise ExtractError("an encrypted PDF (a password is needed)")
-    meta = reader.metadata
-    title = str(meta.title or "") if meta else ""
-    author = str(meta.author or "") if meta else ""
-    when = None
-    if meta:
-        try:
-            when = meta.modification_date or meta.creation_date
-        except Exception:  # a malformed date string in the metadata is no reason to lose the text
-            when = None
+    meta, when = reader.metadata, None
+    try:
+        when = (meta.modification_date or meta.creation_date) if meta else None
+    except Exception:  # a malformed date string in the metadata is no reason to lose the text
+        pass
+    title, author = (str(getattr(meta, key, None) or "") for key in ("title", "author"))
     for page in reader.pages:
         out.add(page.extract_text())
     return title, author, when, ()
@@ -200,7 +198,7 @@ def _pptx(data: bytes, out: _Text) -> tuple[str, str, datetime | None, tuple[str
         for shape in slide.shapes:
             if shape.has_text_frame:
                 lines.append(shape.text_frame.text)
-            elif getattr(shape, "has_table", False) and shape.has_table:
+            elif getattr(shape, "has_table", False):
                 lines += [" | ".join(c.text for c in row.cells) for row in shape.table.rows]
         heading = slide.shapes.title.text_frame.text.strip() if slide.shapes.title is not None else ""
         title = title or heading
@@ -222,7 +220,7 @@ def _xlsx(data: bytes, out: _Text, max_cells: int) -> tuple[str, str, datetime |
             rows = []
             for row in sheet.iter_rows(values_only=True):
                 values = ["" if v is None else str(v) for v in row]
-                cells += sum(1 for v in values if v)
+                cells += len(values)  # empty ones too: they cost the parse as much
                 if cells > max_cells:
                     notes = (f"cut at {max_cells} cells (the cap on one workbook)",)
                     break
@@ -237,13 +235,7 @@ def _xlsx(data: bytes, out: _Text, max_cells: int) -> tuple[str, str, datetime |
         book.close()
 
 
-def _run_one(kind: str, data: bytes, max_cells: int) -> tuple:
-    out = _Text()
-    try:
-        meta = _xlsx(data, out, max_cells) if kind == "xlsx" else {"pdf": _pdf, "docx": _docx, "pptx": _pptx}[kind](data, out)
-    except _Full:
-        meta = ("", "", None, ())
-    return (out.value(), *meta)
+_READERS = {"pdf": _pdf, "docx": _docx, "pptx": _pptx}
 
 
 class _Counter(logging.Handler):
@@ -256,16 +248,10 @@ class _Counter(logging.Handler):
 
 
 def _child() -> None:
-    """The child's entry: its pipes' fds and the memory cap are its arguments."""
-    read_fd, write_fd, cap = (int(a) for a in sys.argv[1:4])
-    _serve(Connection(read_fd, writable=False), Connection(write_fd, readable=False), cap)
-
-
-def _serve(conn, reply, memory_cap: int) -> None:
-    """The child's loop: (kind, bytes, cells) in, ('ok', text, title, author, date, notes, warnings)
-    or ('error', why) out, until None or the pipe closes."""
-    import warnings
-
+    """The child's loop, its pipes' fds and the memory cap its arguments: (kind, bytes, cells) in,
+    ('ok', text, title, author, date, notes, warnings) or ('error', why) out, until None or EOF."""
+    read_fd, write_fd, memory_cap = (int(a) for a in sys.argv[1:4])
+    conn, reply = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
     warnings.simplefilter("ignore")
     counter = _Counter()
     for name in ("pypdf", "docx", "pptx", "openpyxl"):
@@ -286,10 +272,13 @@ def _serve(conn, reply, memory_cap: int) -> None:
             return
         if request is None:
             return
-        counter.count = 0
-        kind, data, max_cells = request
+        counter.count, (kind, data, max_cells), out = 0, request, _Text()
         try:
-            reply.send(("ok", *_run_one(kind, data, max_cells), counter.count))
+            try:
+                meta = _xlsx(data, out, max_cells) if kind == "xlsx" else _READERS[kind](data, out)
+            except _Full:
+                meta = ("", "", None, ())
+            reply.send(("ok", out.value(), *meta, counter.count))
         except MemoryError:
             reply.send(("memory", f"over the extractor's memory cap ({memory_cap // 2**20} MiB)"))
         except ExtractError as exc:
@@ -321,10 +310,9 @@ class Extractor:
             return html_text(data)
         with self._lock:
             reply = self._ask(kind, data, name)
-        status, *rest = reply
-        if status != "ok":
-            raise ExtractError(rest[0])
-        text, title, author, when, notes, warned = rest
+        if reply[0] != "ok":
+            raise ExtractError(reply[1])
+        text, title, author, when, notes, warned = reply[1:]
         self.warnings += warned
         if warned:
             log.debug("extract: %s: the %s library warned %d times", name, kind, warned)
@@ -372,8 +360,7 @@ class Extractor:
         self.started += 1
 
     def _stop(self, kill: bool = False) -> None:
-        process, send, conn = self._process, self._send, self._conn
-        self._process = self._send = self._conn = None
+        process, send, conn, self._process, self._send, self._conn = self._process, self._send, self._conn, None, None, None
         if process is None:
             return
         if not kill:
@@ -385,12 +372,7 @@ class Extractor:
         if process.poll() is None:
             process.kill()
         process.wait(5)
-        for end in (send, conn):
-            end.close()
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
+        send.close(), conn.close()
 
     def close(self) -> None:
         with self._lock:
@@ -413,8 +395,6 @@ def extract(data: bytes, content_type: str = "", name: str = "") -> str:
     global _shared
     with _shared_lock:
         if _shared is None:
-            import atexit
-
             _shared = Extractor()
             atexit.register(_shared.close)
     return _shared.extract(data, content_type, name).text
