@@ -237,7 +237,8 @@ def _tree(root: Path) -> dict[str, int]:
     (root / "Maildir" / ".Sent" / "cur" / "1700000003.4.host:2,S").write_bytes(message(msg_id="<sent1@x>"))
     (root / "enron_style").mkdir()
     (root / "enron_style" / "12.").write_bytes(message(msg_id="<noext@x>"))
-    return {"documents": 8, "dead": 1, "undated": 2, "files": 8}
+    # 8 messages and the text attachment of one (mime@example.com): a document of its own.
+    return {"documents": 9, "dead": 1, "undated": 2, "files": 8}
 
 
 def test_run_over_a_folder_detects_every_kind_and_reruns_hand_nothing(tmp_path):
@@ -245,12 +246,15 @@ def test_run_over_a_folder_detects_every_kind_and_reruns_hand_nothing(tmp_path):
     sink, data = Collector(), tmp_path / "data"
     report = run_email([tmp_path / "mail"], sink, ConnectorState(data, "email"), batch_size=3)
     ids = sorted(d.source_id for d in sink.docs)
-    assert ids == sorted(["eml1@x", "eml2@x", "mb1@x", "mb2@x", "md1@x", "mime@example.com", "sent1@x", "noext@x"])
+    assert ids == sorted(["eml1@x", "eml2@x", "mb1@x", "mb2@x", "md1@x", "mime@example.com", "sent1@x", "noext@x",
+                          "mime@example.com#attachment/1/totals.csv"])
     assert report.documents == expected["documents"]
     assert report.undated == expected["undated"]
     assert all(len(batch) <= 3 for batch in sink.batches) and len(sink.batches) == 3
-    [letter] = report.dead_letters
+    # The empty file, and the mime message's fake PDF (a broken attachment, its message still in).
+    letter, scan = sorted(report.dead_letters, key=lambda d: "#attachment/" in d.path)
     assert letter.path.endswith("empty.eml") and letter.reason == "message: empty"
+    assert scan.path.endswith("#attachment/2/scan.pdf") and "cannot extract text" in scan.reason
     assert any("archive.mbox#2: Date: unparseable" in w for w in report.warnings)
     assert report.to_dict()["undated"] == 2
 
@@ -280,7 +284,7 @@ def test_a_failing_sink_leaves_the_files_to_the_next_run(tmp_path):
     assert isinstance(stopped.value.__cause__, RuntimeError)
     sink = Collector()
     report = run_email([tmp_path / "mail"], sink, ConnectorState(data, "email"))
-    assert report.documents == 8 and report.unchanged == 0
+    assert report.documents == 9 and report.unchanged == 0
 
 
 def test_missing_path_is_a_dead_letter_and_the_rest_goes_in(tmp_path):
