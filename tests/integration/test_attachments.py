@@ -87,6 +87,9 @@ def test_mail_attachments_are_rows_linked_to_their_message(tmp_path):
             got = server.client.get(f"/v1/rows/{plan.row_id}")
             assert got.status_code == 200 and got.json()["row"]["parent"] == board.row_id
             assert server.client.get(f"/v1/rows/{board.row_id}").json()["row"]["parent"] is None
+            hits = server.client.post("/v1/query", json={"q": "capital plan 2026 plan.pdf"}).json()["rows"]
+            parents = {hit["row_id"]: hit["parent"] for hit in hits}
+            assert parents[plan.row_id] == board.row_id and parents.get(board.row_id, None) is None
     finally:
         memory.close()
         lock.release()
