@@ -19,11 +19,12 @@ def _digest(*parts: str) -> str:
     return h.hexdigest()
 
 
-# The sources connectors write (email Message-IDs, meeting ids, Jira keys, GitHub issues, CSV rows).
+# The sources connectors write (email Message-IDs, meeting ids, Jira keys, GitHub issues, CSV rows,
+# and the contract sources of services/connectors/sources: chat message ts, page ids).
 # A document submitted through the API may not claim one: Message-IDs are visible to every
 # recipient and Jira keys are sequential, so a writer could post a future item's source id first
 # and the genuine item, when a connector imports it, would be skipped as already known.
-CONNECTOR_SOURCES = frozenset({"email", "meeting", "jira", "github"})
+CONNECTOR_SOURCES = frozenset({"email", "meeting", "jira", "github", "slack", "mattermost", "teams", "documents"})
 CONNECTOR_SOURCE_PREFIXES = ("csv:",)
 
 

@@ -22,7 +22,7 @@ GENUINE = "The final budget is 4.2M; approved by the board on 3 March."
 
 def test_a_writer_cannot_claim_a_future_mail_before_the_connector_imports_it(live_server, settings):
     client = live_server.client
-    for source in ("email", " Email ", "meeting", "jira", "github", "csv:tickets"):
+    for source in ("email", " Email ", "meeting", "jira", "github", "csv:tickets", "slack", "Teams", "documents"):
         squat = {"text": "The final budget is 1M.", "author": "mallory@corp.example", "source": source,
                  "source_id": f"<{MESSAGE_ID}>" if "mail" in source.lower() else "OPS-1"}
         answer = client.post("/v1/documents", json={"documents": [squat]})
@@ -55,3 +55,12 @@ def test_every_connector_source_is_reserved():
     assert {"jira", "github"} <= CONNECTOR_SOURCES and is_connector_source("csv:export")
     assert common.CONNECTOR and meetings.CONNECTOR  # the connectors themselves exist under these modules
     assert not is_connector_source("notes-app") and not is_connector_source(None)
+
+
+def test_every_contract_source_is_reserved():
+    # A Slack thread's source id is "<channel>/<ts>", visible to every member: a writer who posts it
+    # first would turn the genuine thread into a duplicate skip. Each registered source is reserved.
+    from services.connectors.sources import SOURCES
+
+    assert SOURCES and all(is_connector_source(name) for name in SOURCES)
+    assert all(is_connector_source(f" {name.upper()} ") for name in SOURCES)
