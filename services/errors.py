@@ -118,5 +118,18 @@ class JudgeFailed(OrgmemError):
     """A judge call failed or answered something unusable. The policies then change nothing."""
 
 
+class AnswerFailed(OrgmemError):
+    """The answer endpoint failed, timed out (`timed_out`) or replied something unusable. The message
+    names the cause and never quotes the reply or the evidence."""
+
+    def __init__(self, detail: str, timed_out: bool = False):
+        super().__init__(detail)
+        self.timed_out = timed_out
+
+
+class AnswerNotConfigured(OrgmemError):
+    """No answer endpoint is configured (answer_base_url, answer_model)."""
+
+
 class ImapError(OrgmemError):
     """The IMAP server refused something (login, a mailbox); the text never holds the password."""
