@@ -392,3 +392,8 @@ class ProjectionGenerations(Protocol):
 
     def retire(self, old: str) -> None:
         """After the switch: stop writers still on `old`, then delete it."""
+
+
+class ChatModel(Protocol):
+    """One chat completion (the answers' endpoint): the reply's text, or AnswerFailed naming why not."""
+    def complete(self, system: str, prompt: str, response_format: dict) -> str: ...

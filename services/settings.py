@@ -262,3 +262,11 @@ class Settings(BaseSettings):
     judge_base_url: str | None = None
     judge_model: str | None = None
     judge_api_key: SecretStr | None = None
+    # POST /v1/answer, the MCP tool `answer` and `orgmem ask`: an OpenAI-compatible chat endpoint that
+    # answers from the retrieved evidence (docs/answer.md). Without base url and model they answer 501.
+    answer_base_url: str | None = None
+    answer_model: str | None = None
+    answer_api_key: SecretStr | None = None
+    answer_timeout_s: float = Field(default=60.0, gt=0, le=600)
+    # The rendered evidence one answer may send (characters); more is refused (400, asking for a smaller k).
+    answer_max_evidence_chars: int = Field(default=200_000, ge=1000)

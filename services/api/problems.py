@@ -16,6 +16,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.errors import (
+    AnswerFailed,
+    AnswerNotConfigured,
     BackendUnavailable,
     Conflict,
     Gone,
@@ -100,6 +102,9 @@ ERRORS: dict[type[Exception], Rule | Callable[[Exception], Rule]] = {
                                             "free_bytes": exc.free_bytes, "min_free_bytes": exc.floor_bytes}),
     BackendUnavailable: Rule(503, "Dependency unavailable", "dependency-unavailable",
                              extra=lambda exc, _: {"component": exc.component}),
+    AnswerNotConfigured: Rule(501, "Not configured", "not-configured"),
+    # The endpoint's failure, not the caller's: a gateway's statuses (504 when it did not answer in time).
+    AnswerFailed: lambda exc: Rule(504 if exc.timed_out else 502, "Answer endpoint failed", "answer-failed"),
     Invalid: BAD_REQUEST,
     OrgmemError: BAD_REQUEST,  # storage failures are BackendUnavailable (503), translated by the adapters
 }

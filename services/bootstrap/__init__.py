@@ -2,7 +2,8 @@
 
 Everything a process needs is built here: the memory (its adapters, the projection — the
 projector where this process projects, a follower where it only reads — and the retriever),
-the embedded server's indexer thread, the key store, the judge and the maintenance task runner.
+the embedded server's indexer thread, the key store, the judge, the answers' chat model and the
+maintenance task runner.
 
     cluster_rebuild  the cluster's projection generations and its rebuild beside the live one
     components   encoders (behind the vector cache), tracing, presets, the judge, key stores
@@ -13,6 +14,7 @@ the embedded server's indexer thread, the key store, the judge and the maintenan
 
 from services.bootstrap.cluster_rebuild import rebuild_cluster_beside
 from services.bootstrap.components import (
+    answer_model_for,
     cached_document_embedder,
     embedder_for,
     judge_for,
@@ -54,6 +56,7 @@ __all__ = [
     "DataFolderLock",
     "NoLock",
     "ServerParts",
+    "answer_model_for",
     "assemble_memory",
     "backup_files",
     "build_cluster_memory",

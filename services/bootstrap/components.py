@@ -1,5 +1,5 @@
 """Components picked by settings: the encoders (documents behind the vector cache), tracing,
-the retrieval presets, the judge and the API key store."""
+the retrieval presets, the judge, the answers' chat model and the API key store."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from services.bootstrap.data_folder import private_data_folder
 from services.core.maintenance import Judge
 from services.core.retrieval_config import PRESETS, RetrievalConfig
 from services.errors import Invalid
-from services.ports import Embedder, KeyStore
+from services.ports import ChatModel, Embedder, KeyStore
 from services.settings import EmbedderSettings, Settings, TracingSettings
 
 
@@ -134,6 +134,19 @@ def judge_for(settings: Settings) -> Judge:
     if settings.judge_base_url or settings.judge_model:
         raise Invalid("judge_base_url, judge_model: set both to use a model judge, or neither for the rule judge")
     return RuleJudge()
+
+
+def answer_model_for(settings: Settings) -> ChatModel | None:
+    """The answers' chat model when `answer_base_url` and `answer_model` are set; None when neither is
+    (POST /v1/answer then answers 501)."""
+    if settings.answer_base_url and settings.answer_model:
+        from services.adapters.answer import OpenAICompatChat
+
+        return OpenAICompatChat(settings.answer_base_url, settings.answer_model, settings.answer_api_key,
+                                timeout_s=settings.answer_timeout_s)
+    if settings.answer_base_url or settings.answer_model:
+        raise Invalid("answer_base_url, answer_model: set both to answer questions with a model, or neither")
+    return None
 
 
 def key_store_for(settings: Settings) -> KeyStore:

@@ -13,11 +13,12 @@ from services.app.maintenance import MaintenanceService
 from services.app.memory import Memory
 from services.app.task_runner import InProcessRunner
 from services.app.vector_graph import VectorGraphKeeper
-from services.bootstrap.components import judge_for, key_store_for, tracer_for
+from services.bootstrap.components import answer_model_for, judge_for, key_store_for, tracer_for
 from services.bootstrap.data_folder import DataFolderLock, disk_guard_for
 from services.bootstrap.memory import open_memory
 from services.errors import Invalid
 from services.ports import (
+    ChatModel,
     KeyStore,
     TaskRunner,
 )
@@ -56,8 +57,11 @@ class ServerParts:
     tracer: object | None = None  # an OpenTelemetry tracer when tracing is on
     holds: ProjectionHolds | None = None  # a backup holds the projector between batches (embedded)
     vector_graph: VectorGraphKeeper | None = None  # seals the vector graph live (embedded)
+    answerer: ChatModel | None = None  # POST /v1/answer's model, when answer_base_url and answer_model are set
 
     def close(self) -> None:
+        if (close_answerer := getattr(self.answerer, "close", None)) is not None:
+            close_answerer()
         if self.vector_graph is not None:
             self.vector_graph.stop()
         if self.holds is not None:
@@ -70,6 +74,7 @@ class ServerParts:
 
 def server_parts(settings: Settings, memory: Memory) -> ServerParts:
     disk = disk_guard_for(settings)
+    answerer = answer_model_for(settings)  # first: a half-configured endpoint stops the start before anything runs
     indexer = IndexerThread(memory.projection, settings.indexer_poll_s, disk=disk)
     # Where jobs run on Celery workers, those workers own the runs, not this process.
     runs_here = _runner_kind(settings) == "in-process"
@@ -82,7 +87,7 @@ def server_parts(settings: Settings, memory: Memory) -> ServerParts:
         vector_graph = VectorGraphKeeper(memory, settings.vector_seal_check_s, disk=disk)
         vector_graph.start()
     return ServerParts(indexer, keys, maintenance, task_runner_for(settings, maintenance), disk,
-                       tracer_for(settings), holds, vector_graph)
+                       tracer_for(settings), holds, vector_graph, answerer)
 
 
 def backup_files():

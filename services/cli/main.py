@@ -21,7 +21,7 @@ from services.errors import OrgmemError
 log = logging.getLogger("orgmem")
 
 # Modules with a `register(command, subparsers)` function that add their own sub-commands.
-COMMAND_GROUPS = ["services.cli.query", "services.cli.connect", "services.cli.demo", "services.cli.maintenance", "services.cli.cluster", "services.cli.bench", "services.cli.keys", "services.cli.backup", "services.cli.mcp", "services.cli.erase"]
+COMMAND_GROUPS = ["services.cli.query", "services.cli.connect", "services.cli.demo", "services.cli.maintenance", "services.cli.cluster", "services.cli.bench", "services.cli.keys", "services.cli.backup", "services.cli.mcp", "services.cli.erase", "services.cli.ask"]
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:

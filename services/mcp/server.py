@@ -1,4 +1,4 @@
-"""orgmem's MCP server (the official `mcp` SDK, 2.x: `MCPServer`): five tools and two resource
+"""orgmem's MCP server (the official `mcp` SDK, 2.x: `MCPServer`): six tools and two resource
 templates over `MemoryTools`. The transport decides who calls: `caller_of` reads the Caller from a
 request's context (Streamable HTTP, authenticated like the API) or returns the one a stdio process
 was started as.
@@ -58,6 +58,26 @@ def build_server(tools: MemoryTools, caller_of: CallerOf) -> MCPServer:
         after: Annotated[int | None, Field(description="A position add_documents returned: wait until it is searchable")] = None,
     ) -> dict[str, Any]:
         return await tools.search(caller_of(ctx), q, as_of=as_of, known_at=known_at, k=k, kinds=kinds,
+                                  authors=authors, threads=threads, after=after)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=True), description=(
+        "Answer a question from the organization's memory: the documents search_memory would find are "
+        "given to the server's answer model, which answers from them alone. Returns the answer, its "
+        "citations (row_id, title, date; only rows you may read), dropped_citations (ids the model "
+        "cited that were not in the evidence: if any, `flagged` is true) and what the evidence does "
+        "not cover (`missing`). Fails when the server has no answer model configured."))
+    async def answer(
+        q: Annotated[str, Field(description="The question, in plain words")],
+        ctx: Context,
+        as_of: DateArg = None,
+        known_at: DateArg = None,
+        k: Annotated[int, Field(description="How many documents the answer may draw on (default 10)")] = 10,
+        kinds: Annotated[list[str] | None, Field(description="Only these kinds: email, ticket, meeting, doc, chat")] = None,
+        authors: Values = None,
+        threads: Values = None,
+        after: Annotated[int | None, Field(description="A position add_documents returned: wait until it is searchable")] = None,
+    ) -> dict[str, Any]:
+        return await tools.answer(caller_of(ctx), q, as_of=as_of, known_at=known_at, k=k, kinds=kinds,
                                   authors=authors, threads=threads, after=after)
 
     @server.tool(annotations=READ_ONLY, description=(

@@ -18,11 +18,13 @@ import anyio
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 
+from schemas.answer import AnswerRequest
 from schemas.api import IngestRequest, QueryRequest
 from schemas.documents import DocumentIn
 from schemas.rows import Row, RowChange
 from services.api import problems
 from services.api.auth import ROLE_RANK
+from services.api.routes import answer as answer_route
 from services.api.routes import memory as routes
 from services.core.caller import Caller
 from services.errors import NotFound
@@ -83,6 +85,16 @@ class MemoryTools:
             answer = await routes.answer_query(body, self.state, caller)
         return {"rows": [hit.model_dump(mode="json", exclude=SCORING_FIELDS) for hit in answer.rows],
                 "matched": answer.matched, "applied_position": answer.applied_position}
+
+    async def answer(self, caller: Caller, q: str, *, as_of: datetime | None = None, known_at: datetime | None = None,
+                     k: int | None = None, kinds: list[str] | None = None, authors: list[str] | None = None,
+                     threads: list[str] | None = None, after: int | None = None) -> dict:
+        """POST /v1/answer as this caller: the answer, its checked citations and what is missing."""
+        with as_tool_errors():
+            body = AnswerRequest(q=q, as_of=_utc(as_of), known_at=_utc(known_at), k=k, kinds=kinds, authors=authors,
+                                 threads=threads, after=after)
+            answer = await answer_route.answer(body, self.state, caller)
+        return answer.model_dump(mode="json")
 
     async def document(self, caller: Caller, row_id: str) -> dict:
         with as_tool_errors():

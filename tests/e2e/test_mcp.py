@@ -24,7 +24,7 @@ from tests.conftest import LiveServer, create_key, free_port
 pytestmark = pytest.mark.slow  # real servers with the sentence encoder, and spawned processes
 
 ROOT = Path(__file__).resolve().parents[2]
-TOOLS = {"search_memory", "get_document", "get_thread_versions", "what_changed", "add_documents"}
+TOOLS = {"search_memory", "get_document", "get_thread_versions", "what_changed", "add_documents", "answer"}
 SECRET = "ZEBRAFISH"  # only in tenant globex's rows
 POLICY = [  # tenant acme, one thread, three versions
     ("2025-03-10", "maria@acme.example", "Remote work policy: every team may work remotely two days per week."),

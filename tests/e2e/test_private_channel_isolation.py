@@ -191,6 +191,8 @@ TEXT_FREE = {("GET", "/v1/stats"), ("GET", "/v1/admin/keys"), ("GET", "/v1/conne
 ELSEWHERE = {("*", "/mcp"): "the MCP tools and resources: test_every_mcp_tool_and_resource"}
 EXEMPT = {
     ("POST", "/v1/documents"): "a write: answers row ids and a log position",
+    ("POST", "/v1/answer"): "POST /v1/query's retrieval, then a configured model (501 here); its prompt and "
+                            "citations hold only the caller's rows: tests/e2e/test_answer_api.py",
     ("POST", "/v1/connectors/{kind}"): "the ingest itself (run by the fixture); its report is checked to hold no marker",
     ("POST", "/v1/admin/keys"): "creates a key; answers the key",
     ("DELETE", "/v1/admin/keys/{key_id}"): "revokes a key; answers the key",
@@ -316,7 +318,8 @@ def test_orgmem_export_over_the_server_holds_the_callers_rows_only(world, tmp_pa
 
 
 # --- MCP ----------------------------------------------------------------------------------------
-MCP_EXEMPT = {"add_documents": "a write (the writer role): answers row ids and a position"}
+MCP_EXEMPT = {"add_documents": "a write (the writer role): answers row ids and a position",
+              "answer": "POST /v1/answer (exempt in the route table): tests/e2e/test_answer_api.py"}
 WINDOW = {"since": "2024-01-01T00:00:00Z", "until": "2025-01-01T00:00:00Z"}
 
 

@@ -62,6 +62,9 @@ def test_fuzzed_requests_never_get_a_server_error(live_server, settings):
             except Unsatisfiable:  # nothing in this operation can be made invalid (e.g. no parameters)
                 assert mode is GenerationMode.NEGATIVE, operation.label
 
+    # POST /v1/answer without an answer endpoint configured (as here) answers 501 by design. Left out
+    # here, not inside `fuzz`: hypothesis seeds its examples from fuzz's source.
+    server_errors = [e for e in server_errors if not (" -> 501: " in e and "answer_base_url" in e)]
     total = sum(statuses.values())
     print(f"\nschemathesis: {total} requests, statuses {dict(sorted(statuses.items()))}, "
           f"{len(server_errors)} server errors")
