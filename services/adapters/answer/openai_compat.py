@@ -71,6 +71,7 @@ class OpenAICompatChat:
         self.model, self.base_url = model, base_url.rstrip("/")
         self.timeout_s, self.max_retries, self.backoff_s = timeout_s, max_retries, backoff_s
         self.temperature, self.structured_output = temperature, structured_output
+        self.max_body_bytes = max_body_bytes
         headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
         if api_key is not None and api_key.get_secret_value():
             headers["Authorization"] = f"Bearer {api_key.get_secret_value()}"
@@ -95,6 +96,8 @@ class OpenAICompatChat:
             response = post_with_retries(self._client, url, body, max_retries=self.max_retries,
                                          backoff_s=self.backoff_s, timeout_s=self.timeout_s,
                                          label=f"answer {self.name}", amend=self._without_response_format)
+            if len(response.content) > self.max_body_bytes:  # a proxy from the environment has its own transport
+                raise ReplyTooLarge(f"response body over {self.max_body_bytes} bytes")
             if response.status_code != 200:
                 raise AnswerFailed(f"answer endpoint {self.name}: HTTP {response.status_code}")
             payload = response.json()
