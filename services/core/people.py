@@ -1,0 +1,214 @@
+"""A people directory: which author and participant strings of rows are the same human.
+
+Pure and conservative on purpose: two strings become one person only by an exact address
+match (case-insensitive), a display name written with its address in one string
+("Dana Lee <dana@acme.example>"), or an explicit mapping (alias -> person id). There is no
+fuzzy step: "Dana Lee" and "Dana Li", "dana@acme" and "dana@acme-corp", or two people who
+share a first name stay apart, because a wrong merge would show one person's rows on
+another's page, and a missed merge only costs a mapping line.
+
+The directory is built from the rows a caller may read, so names met only in other rows
+never enter it (access holds by construction, not by a filter applied afterwards).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from schemas.rows import Row
+
+MAX_ALIAS_CHARS = 320  # an address is at most 254; room for a display name in front
+MAX_PERSON_ID_CHARS = 64
+_ADDRESS = re.compile(r"^[^\s@<>]+@[^\s@<>]+$")
+_NAMED_ADDRESS = re.compile(r"^(?P<name>[^<>]*?)\s*<(?P<address>[^<>]+)>$")
+_PERSON_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
+
+
+class BadMapping(ValueError):
+    """The alias mapping is not a flat object of alias strings to person-id strings."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What one source string says: a display name, an address, or both."""
+
+    name: str | None
+    address: str | None
+
+
+@dataclass
+class Person:
+    person_id: str
+    display_name: str
+    aliases: set[str] = field(default_factory=set)
+    addresses: set[str] = field(default_factory=set)
+    roles: dict[str, int] = field(default_factory=dict)
+
+
+def clean(text: object) -> str | None:
+    """The alias as the directory keeps it, or None when it is not one: too long, or holding
+    control, format (RTL/LRM marks, zero-width) or unassigned characters that would let two
+    strings look identical while differing."""
+    if not isinstance(text, str):
+        return None
+    text = " ".join(text.split())
+    if not text or len(text) > MAX_ALIAS_CHARS:
+        return None
+    if any(unicodedata.category(ch) in {"Cc", "Cf", "Cn", "Co", "Cs"} for ch in text):
+        return None
+    return text
+
+
+def parse(text: object) -> Identity | None:
+    """Split a source string into display name and address; None when it is not usable."""
+    text = clean(text)
+    if text is None:
+        return None
+    named = _NAMED_ADDRESS.match(text)
+    if named:
+        address = named["address"].strip().lower()
+        if not _ADDRESS.match(address):
+            return Identity(text, None)
+        return Identity(named["name"].strip().strip('"').strip() or None, address)
+    if _ADDRESS.match(text):
+        return Identity(None, text.lower())
+    return Identity(text, None)
+
+
+def check_mapping(raw: object) -> dict[str, str]:
+    """An explicit alias -> person id mapping (a file's JSON object or an API body), checked."""
+    if not isinstance(raw, Mapping):
+        raise BadMapping("the mapping must be an object of alias to person id")
+    checked: dict[str, str] = {}
+    for alias, person_id in raw.items():
+        if not isinstance(alias, str) or not isinstance(person_id, str):
+            raise BadMapping(f"mapping entry {str(alias)[:40]!r}: alias and person id must be strings")
+        key = clean(alias)
+        if key is None:
+            raise BadMapping(f"mapping alias {alias[:40]!r}: empty, over {MAX_ALIAS_CHARS} "
+                             "characters, or holding control/format characters")
+        if len(person_id) > MAX_PERSON_ID_CHARS or not _PERSON_ID.match(person_id):
+            raise BadMapping(f"mapping person id {person_id[:40]!r}: letters, digits, '.', '_', "
+                             f"':', '-' only, at most {MAX_PERSON_ID_CHARS} characters")
+        checked[_key(key)] = person_id
+    return checked
+
+
+def _key(alias: str) -> str:
+    identity = parse(alias)
+    if identity and identity.address and identity.name is None:
+        return "a:" + identity.address
+    return "s:" + alias.casefold()
+
+
+def _derived_id(kind: str, value: str) -> str:
+    return "p-" + hashlib.sha256(f"{kind}:{value}".encode()).hexdigest()[:16]
+
+
+class _Groups:
+    """Union-find over node keys ("a:" address, "n:" bare display name, "m:" mapped id)."""
+
+    def __init__(self) -> None:
+        self.parent: dict[str, str] = {}
+
+    def find(self, node: str) -> str:
+        self.parent.setdefault(node, node)
+        while self.parent[node] != node:
+            self.parent[node] = self.parent[self.parent[node]]
+            node = self.parent[node]
+        return node
+
+    def join(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+def _observations(rows: Iterable[Row]):
+    for row in rows:
+        if row.author:
+            yield row, "author", row.author
+        for participant in row.participants:
+            if participant != row.author:
+                yield row, "participant", participant
+
+
+def build(rows: Iterable[Row], mapping: Mapping[str, str] | None = None) -> dict[str, Person]:
+    """The persons met in `rows` (author and participants), keyed by person id."""
+    mapping = dict(mapping or {})
+    seen: list[tuple[str, str, Identity]] = []  # (role, raw alias, identity)
+    names_with_address: dict[str, set[str]] = {}
+    for _row, role, raw in _observations(rows):
+        identity = parse(raw)
+        if identity is None:
+            continue
+        alias = clean(raw)
+        seen.append((role, alias, identity))
+        if identity.name and identity.address:
+            names_with_address.setdefault(identity.name.casefold(), set()).add(identity.address)
+    groups = _Groups()
+    node_of: dict[str, str] = {}
+    for _role, alias, identity in seen:
+        if identity.address:
+            node = "a:" + identity.address
+        else:
+            addresses = names_with_address.get(identity.name.casefold(), set())
+            # A bare name joins an address only when that name was written with exactly one
+            # address; two Dana Lees with two addresses leave a bare "Dana Lee" on its own.
+            node = "a:" + next(iter(addresses)) if len(addresses) == 1 else "n:" + identity.name.casefold()
+        node_of[alias] = node
+        groups.find(node)
+        mapped = mapping.get("s:" + alias.casefold()) or (
+            mapping.get("a:" + identity.address) if identity.address else None)
+        if mapped:
+            groups.join(node, "m:" + mapped)
+    return _persons(seen, node_of, groups)
+
+
+def _persons(seen, node_of, groups) -> dict[str, Person]:
+    members: dict[str, set[str]] = {}
+    for node in list(groups.parent):
+        members.setdefault(groups.find(node), set()).add(node)
+    id_of_root = {}
+    for root, nodes in members.items():
+        mapped = sorted(n[2:] for n in nodes if n.startswith("m:"))
+        addresses = sorted(n[2:] for n in nodes if n.startswith("a:"))
+        names = sorted(n[2:] for n in nodes if n.startswith("n:"))
+        id_of_root[root] = (mapped[0] if mapped else _derived_id("a", addresses[0]) if addresses
+                            else _derived_id("n", names[0]))
+    persons: dict[str, Person] = {}
+    names: dict[str, dict[str, int]] = {}
+    for role, alias, identity in seen:
+        person_id = id_of_root[groups.find(node_of[alias])]
+        person = persons.setdefault(person_id, Person(person_id, ""))
+        person.aliases.add(alias)
+        if identity.address:
+            person.addresses.add(identity.address)
+        if identity.name:
+            tally = names.setdefault(person_id, {})
+            tally[identity.name] = tally.get(identity.name, 0) + 1
+        person.roles[role] = person.roles.get(role, 0) + 1
+    for person_id, person in persons.items():
+        tally = names.get(person_id)
+        person.display_name = (max(sorted(tally), key=tally.get) if tally
+                               else min(person.addresses) if person.addresses else person_id)
+    return persons
+
+
+def aliases_of(persons: Mapping[str, Person], person_ids: Iterable[str]) -> list[str]:
+    """Every alias string of these persons, for an `authors` filter; unknown ids add none."""
+    return sorted({alias for pid in person_ids if pid in persons for alias in persons[pid].aliases})
+
+
+def with_prefix(persons: Mapping[str, Person], prefix: str | None) -> list[Person]:
+    """Persons sorted by display name; with a prefix, those with a name or alias starting with it."""
+    chosen = list(persons.values())
+    if prefix:
+        wanted = prefix.casefold()
+        chosen = [p for p in chosen if p.display_name.casefold().startswith(wanted)
+                  or any(a.casefold().startswith(wanted) for a in p.aliases | p.addresses)]
+    return sorted(chosen, key=lambda p: (p.display_name.casefold(), p.person_id))

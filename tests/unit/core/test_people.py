@@ -1,0 +1,130 @@
+"""The people directory merges only by exact address, name-with-address, or mapping."""
+
+import json
+import random
+from datetime import UTC, datetime
+
+import pytest
+
+from schemas.rows import Row
+from services.core.people import BadMapping, aliases_of, build, check_mapping, parse, with_prefix
+
+AT = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def row(n, author="", participants=()):
+    return Row(row_id=f"r{n}", tenant="t", text="x", author=author, participants=list(participants),
+               ingest_position=n, ingested_at=AT)
+
+
+def org(seed=7):
+    """People with shared first names and look-alike names and domains; each with its aliases."""
+    firsts = ["Dana", "Dan", "Ana", "Sam", "Kim"]
+    lasts = ["Lee", "Li", "Le", "Lee-Park", "Leigh"]
+    domains = ["acme.example", "acme-corp.example", "acme.example.org"]
+    people = {}
+    for i, first in enumerate(firsts):
+        for j, last in enumerate(lasts):
+            domain = domains[(i + j) % len(domains)]
+            address = f"{first.lower()}.{last.lower()}@{domain}"
+            people[address] = f"{first} {last}"
+    rng = random.Random(seed)
+    rows, n = [], 0
+    for address, name in people.items():
+        forms = [f"{name} <{address}>", address.upper(), address, f'"{name}" <{address.title()}>']
+        for form in forms:
+            n += 1
+            others = rng.sample(sorted(people), 2)
+            rows.append(row(n, author=form, participants=others))
+    return people, rows
+
+
+def test_generated_org_never_merges_two_people_and_finds_every_alias():
+    people, rows = org()
+    persons = build(rows)
+    assert len(persons) == len(people)
+    for person in persons.values():
+        assert len(person.addresses) == 1, person
+    by_address = {next(iter(p.addresses)): p for p in persons.values()}
+    for address, name in people.items():
+        person = by_address[address]
+        assert person.display_name == name
+        assert f"{name} <{address}>" in person.aliases
+        assert address.upper() in person.aliases
+        assert person.roles["author"] == 4
+
+
+def test_look_alike_names_and_domains_stay_apart():
+    rows = [row(1, "Dana Lee <dana@acme>"), row(2, "Dana Li <dana@acme-corp>"), row(3, "Dana Li"),
+            row(4, "Dana Lee")]
+    persons = build(rows)
+    lee = next(p for p in persons.values() if "dana@acme" in p.addresses)
+    li = next(p for p in persons.values() if "dana@acme-corp" in p.addresses)
+    assert lee.person_id != li.person_id
+    assert lee.aliases == {"Dana Lee <dana@acme>", "Dana Lee"}
+    assert li.aliases == {"Dana Li <dana@acme-corp>", "Dana Li"}
+
+
+def test_bare_first_name_stays_its_own_entry_unless_mapped():
+    rows = [row(1, "Dana Lee <dana@acme>"), row(2, "Dana"), row(3, "Dana Moss <dmoss@acme>")]
+    persons = build(rows)
+    assert len(persons) == 3
+    mapped = build(rows, check_mapping({"Dana": "dana-lee", "dana@acme": "dana-lee"}))
+    assert set(mapped) >= {"dana-lee"}
+    assert mapped["dana-lee"].aliases == {"Dana Lee <dana@acme>", "Dana"}
+    assert len(mapped) == 2
+
+
+def test_a_name_written_with_two_addresses_is_not_guessed():
+    rows = [row(1, "Sam Kim <sam@a.example>"), row(2, "Sam Kim <sam@b.example>"), row(3, "Sam Kim")]
+    persons = build(rows)
+    assert len(persons) == 3
+    assert all(len(p.addresses) <= 1 for p in persons.values())
+
+
+def test_person_ids_are_stable_across_builds_and_row_order():
+    _, rows = org()
+    first = build(rows)
+    again = build(list(reversed(rows)))
+    assert set(first) == set(again)
+    assert all(first[pid].aliases == again[pid].aliases for pid in first)
+
+
+def test_roles_count_author_and_participant():
+    rows = [row(1, "a@x.example", ["b@x.example", "a@x.example"]), row(2, "b@x.example", ["a@x.example"])]
+    persons = {next(iter(p.addresses)): p for p in build(rows).values()}
+    assert persons["a@x.example"].roles == {"author": 1, "participant": 1}
+    assert persons["b@x.example"].roles == {"author": 1, "participant": 1}
+
+
+def test_aliases_of_and_prefix():
+    rows = [row(1, "Dana Lee <dana@acme>"), row(2, "Kim Li <kim@acme>")]
+    persons = build(rows)
+    dana = next(p for p in persons.values() if p.display_name == "Dana Lee")
+    assert aliases_of(persons, [dana.person_id, "p-unknown"]) == ["Dana Lee <dana@acme>"]
+    assert [p.display_name for p in with_prefix(persons, "da")] == ["Dana Lee"]
+    assert [p.display_name for p in with_prefix(persons, "kim@")] == ["Kim Li"]
+    assert len(with_prefix(persons, None)) == 2
+
+
+@pytest.mark.parametrize("hostile", ["x" * 10_000, "Dana\x00Lee", "Dana\u202eeeL", "dana\u200b@acme",
+                                     "", "   "])
+def test_hostile_alias_strings_are_left_out(hostile):
+    assert parse(hostile) is None
+    assert build([row(1, hostile, [hostile])]) == {}
+
+
+@pytest.mark.parametrize("mapping", [
+    ["Dana"],
+    {"Dana": {"id": "x"}},
+    {"Dana": 7},
+    {"x" * 10_000: "dana"},
+    {"Dana\x00": "dana"},
+    {"Dana": "bad id with spaces"},
+    {"Dana": "y" * 65},
+])
+def test_hostile_mapping_is_refused_with_a_reason(mapping):
+    with pytest.raises(BadMapping) as caught:
+        check_mapping(json.loads(json.dumps(mapping)))
+    assert str(caught.value)
+    assert len(str(caught.value)) < 300
