@@ -48,6 +48,8 @@ class QueryRequest(BaseModel):
     # Each value as long as the field it filters may be (a 9 KB filter value is refused).
     kinds: list[Value] | None = None
     authors: list[Name] | None = None
+    people: list[Value] | None = Field(default=None, max_length=50, description=(
+        "Person ids of GET /v1/people: narrows `authors` to these persons' aliases (docs/people.md)."))
     threads: list[Value] | None = None
     after: int | None = Field(default=None, ge=0, description="Wait until the log position is indexed.")
     show_supersession: bool = Field(default=False, description=(

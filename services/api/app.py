@@ -12,7 +12,7 @@ from services.api import problems
 from services.api.auth import Authenticator
 from services.api.metrics import Metrics
 from services.api.middleware import BodyLimit, LimitsAndMetrics
-from services.api.routes import answer, audit, backups, connectors, console, erasures, keys, maintenance, ops
+from services.api.routes import answer, audit, backups, connectors, console, erasures, keys, maintenance, ops, people
 from services.api.routes import (
     memory as memory_routes,  # `memory` names the Memory below
 )
@@ -70,7 +70,7 @@ def create_app(settings: Settings, memory: Memory, on_close=None) -> FastAPI:
     app.state.orgmem = AppState(settings, memory)
     bootstrap_admin_key(settings, app.state.orgmem)
     problems.install(app)
-    for module in (ops, memory_routes, answer, keys, connectors, maintenance, console, backups, erasures, audit):
+    for module in (ops, memory_routes, answer, keys, connectors, maintenance, console, backups, erasures, audit, people):
         app.include_router(module.router)
     mcp_http.mount(app)  # MCP (Streamable HTTP) at /mcp, authenticated as the routes are
     # Starlette runs the last added outermost: CORS answers preflights before auth, then limits and metrics.

@@ -146,7 +146,7 @@ def build(rows: Iterable[Row], mapping: Mapping[str, str] | None = None) -> dict
         identity = parse(raw)
         if identity is None:
             continue
-        alias = clean(raw)
+        alias = raw  # kept as written: the `authors` filter matches row.author exactly
         seen.append((role, alias, identity))
         if identity.name and identity.address:
             names_with_address.setdefault(identity.name.casefold(), set()).add(identity.address)
@@ -162,7 +162,7 @@ def build(rows: Iterable[Row], mapping: Mapping[str, str] | None = None) -> dict
             node = "a:" + next(iter(addresses)) if len(addresses) == 1 else "n:" + identity.name.casefold()
         node_of[alias] = node
         groups.find(node)
-        mapped = mapping.get("s:" + alias.casefold()) or (
+        mapped = mapping.get("s:" + clean(alias).casefold()) or (
             mapping.get("a:" + identity.address) if identity.address else None)
         if mapped:
             groups.join(node, "m:" + mapped)

@@ -23,6 +23,7 @@ from schemas.api import (
 from schemas.documents import DATE_MAX, DATE_MIN  # the window every entry point applies
 from services.api.deps import CurrentCaller, State, Writer
 from services.api.problems import ApiProblem, invalid_request
+from services.api.routes.people import authors_for
 from services.core.evidence import render_evidence
 from services.core.positions import lane_of
 from services.core.retrieval_config import weights_problem
@@ -120,7 +121,9 @@ async def answer_query(body: QueryRequest, s: State, caller: CurrentCaller) -> Q
     if problem := weights_problem(config.weights):  # the request's weights over its preset's
         raise invalid_request(problem)
     scope = s.memory.scope_for(caller, as_of=body.as_of, known_at=body.known_at, kinds=body.kinds,
-                               authors=body.authors, threads=body.threads)
+                               authors=body.authors if not body.people else await run_in_threadpool(
+                                   authors_for, body.people, body.authors, s.memory, caller),
+                               threads=body.threads)
     if body.after is not None:
         await wait_for_position(s.memory, body.after, limits.read_your_writes_timeout_s)
     result = await run_in_threadpool(s.memory.query, body.q, scope, config)

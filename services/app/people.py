@@ -1,0 +1,64 @@
+"""The people directory of a caller: built from the rows that caller may read, cached.
+
+Built at read time, not by the projector: the directory of a reader is a function of the rows
+that reader may read, so building it from `rows_in_scope(scope_for(caller))` keeps names met
+only in unreadable rows out by construction. The cache is keyed by (tenant, applied position
+of the tenant's lane, reader tokens): any applied write moves the position, so a cached
+directory is never older than the rows it was built from.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+
+from schemas.rows import Row
+from services.core.people import Person, build
+from services.core.scope import Scope, admits
+
+CACHED_DIRECTORIES = 64  # per memory; one entry per (tenant, position, readers) seen lately
+
+
+class Directory:
+    def __init__(self, persons: dict[str, Person], rows: list[Row]) -> None:
+        self.persons = persons
+        self.rows = rows
+
+
+_caches: "weakref.WeakKeyDictionary[object, OrderedDict]" = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def directory_for(memory, caller, mapping: dict[str, str] | None = None) -> Directory:
+    """The persons met in the caller's readable rows (author and participants)."""
+    key = (caller.tenant, memory.applied_for(caller.tenant),
+           None if caller.readers is None else tuple(sorted(caller.readers)),
+           tuple(sorted((mapping or {}).items())))
+    with _lock:
+        cache = _caches.setdefault(memory, OrderedDict())
+        if key in cache:
+            cache.move_to_end(key)
+            return cache[key]
+    scope: Scope = memory.scope_for(caller)
+    # The store filters by scope; admits is checked again per row so the directory holds by
+    # the same reference semantics every leg is tested against.
+    rows = [row for row in memory.rows_in_scope(scope) if admits(row, scope)]
+    directory = Directory(build(rows, mapping), rows)
+    with _lock:
+        cache[key] = directory
+        while len(cache) > CACHED_DIRECTORIES:
+            cache.popitem(last=False)
+    return directory
+
+
+def rows_of(directory: Directory, person: Person) -> dict[str, list[Row]]:
+    """The person's rows by role, newest first (undated last)."""
+    aliases = person.aliases
+    authored = [r for r in directory.rows if r.author in aliases]
+    joined = [r for r in directory.rows if r.author not in aliases and aliases.intersection(r.participants)]
+
+    def newest_first(rows: list[Row]) -> list[Row]:
+        return sorted(rows, key=lambda r: (r.event_time is None, -(r.event_time.timestamp() if r.event_time else 0),
+                                           r.row_id))
+    return {"author": newest_first(authored), "participant": newest_first(joined)}

@@ -1,0 +1,110 @@
+"""The people directory over real HTTP (issue 42, docs/people.md): a caller sees only people met
+in rows it may read; another tenant's and a private group's people never appear in the list, a
+person page, or the `people` query filter, and a guessed id of a person met only in private rows
+is a 404."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import httpx
+
+from services.core.people import build
+from tests.conftest import LiveServer, create_key, free_port
+
+
+@contextmanager
+def served(data):
+    from services.api.app import create_app
+    from services.bootstrap import build_memory
+    from services.settings import Settings
+
+    settings = Settings(data_dir=data, indexer_poll_s=0.05, embedder={"encoder_processes": 1},
+                        auth={"rate_limit": "", "failed_auth_limit": ""})
+    memory, lock = build_memory(settings)
+    try:
+        with LiveServer(create_app(settings, memory), free_port()) as server:
+            yield server, memory
+    finally:
+        memory.close()
+        lock.release()
+
+
+def call(server, token, method, path, **kw) -> httpx.Response:
+    return httpx.request(method, server.url + path, headers={"Authorization": f"Bearer {token}"}, timeout=60, **kw)
+
+
+DOCS = [
+    {"text": "Pricing plan for May", "author": "Dana Lee <dana@acme.example>", "participants": ["sam@acme.example"]},
+    {"text": "Pricing follow-up", "author": "dana@acme.example", "date": "2026-03-01T00:00:00Z"},
+    {"text": "Pricing notes by Dana Li", "author": "Dana Li <dana@acme-corp.example>"},
+    {"text": "Pricing secret merger", "author": "Vera Secret <vera@acme.example>", "acl": ["group:board"],
+     "participants": ["Hidden Helper"]},
+]
+
+
+def test_people_are_scoped_to_tenant_and_readable_rows(tmp_path):
+    data = tmp_path / "data"
+    writer = create_key(data, role="writer", principal="walt@acme.example", groups=("board",))
+    reader = create_key(data, role="reader", principal="rita@acme.example", groups=("eng",))
+    board = create_key(data, role="reader", principal="bo@acme.example", groups=("board",))
+    globex = create_key(data, role="writer", tenant="globex", principal="gus@globex.example")
+    with served(data) as (server, memory):
+        made = call(server, writer, "POST", "/v1/documents", json={"documents": DOCS})
+        assert made.status_code == 200, made.text
+        gx = call(server, globex, "POST", "/v1/documents",
+                  json={"documents": [{"text": "Pricing at globex", "author": "Gail Other <gail@globex.example>"}]})
+        position = max(made.json()["position"], gx.json()["position"])
+        assert call(server, writer, "POST", "/v1/query", json={"q": "pricing", "after": position}).status_code == 200
+
+        listed = call(server, reader, "GET", "/v1/people")
+        assert listed.status_code == 200, listed.text
+        names = {p["display_name"] for p in listed.json()["people"]}
+        assert names == {"Dana Lee", "Dana Li", "sam@acme.example"}
+        dana = next(p for p in listed.json()["people"] if p["display_name"] == "Dana Lee")
+        assert set(dana["aliases"]) == {"Dana Lee <dana@acme.example>", "dana@acme.example"}
+        assert dana["roles"] == {"author": 2}
+
+        board_names = {p["display_name"] for p in call(server, board, "GET", "/v1/people").json()["people"]}
+        assert {"Vera Secret", "Hidden Helper"} <= board_names
+        assert "Gail Other" not in board_names
+        gx_names = {p["display_name"] for p in call(server, globex, "GET", "/v1/people").json()["people"]}
+        assert gx_names == {"Gail Other"}
+
+        # The ids the private rows give their people, computed as the server would: guessed, 404.
+        secret_ids = list(build([r for r in memory.rows_in_scope(memory.scope_for(_system("default")))
+                                 if r.acl]))
+        assert len(secret_ids) == 2
+        for person_id in secret_ids:
+            assert call(server, reader, "GET", f"/v1/people/{person_id}").status_code == 404
+            assert call(server, globex, "GET", f"/v1/people/{person_id}").status_code == 404
+            assert call(server, board, "GET", f"/v1/people/{person_id}").status_code == 200
+            refused = call(server, reader, "POST", "/v1/query", json={"q": "pricing", "people": [person_id]})
+            assert refused.status_code == 422 and "unknown person" in refused.text
+        gail = call(server, globex, "GET", "/v1/people").json()["people"][0]["person_id"]
+        assert call(server, reader, "GET", f"/v1/people/{gail}").status_code == 404
+
+        page = call(server, reader, "GET", f"/v1/people/{dana['person_id']}")
+        assert page.status_code == 200, page.text
+        authored = page.json()["rows"]["author"]
+        assert len(authored) == 2 and authored[0]["date"] is not None  # dated first, newest first
+        assert page.json()["rows"]["participant"] == []
+
+        hits = call(server, reader, "POST", "/v1/query", json={"q": "pricing", "people": [dana["person_id"]]})
+        assert hits.status_code == 200, hits.text
+        authors = [h["author"] for h in hits.json()["rows"]]
+        assert sorted(authors) == ["Dana Lee <dana@acme.example>", "dana@acme.example"]
+
+        assert [p["display_name"] for p in call(server, reader, "GET", "/v1/people",
+                                                  params={"q": "dana li"}).json()["people"]] == ["Dana Li"]
+        first = call(server, reader, "GET", "/v1/people", params={"limit": 2}).json()
+        rest = call(server, reader, "GET", "/v1/people", params={"limit": 2, "offset": first["next_offset"]}).json()
+        assert len(first["people"]) == 2 and len(rest["people"]) == 1 and rest["next_offset"] is None
+        assert call(server, reader, "GET", "/v1/people/" + "x" * 65).status_code == 422
+        assert call(server, reader, "GET", "/v1/people", params={"limit": 10_000}).status_code == 422
+
+
+def _system(tenant):
+    from services.core.caller import Caller
+
+    return Caller(tenant=tenant)
