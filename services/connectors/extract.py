@@ -1,6 +1,6 @@
 """Text from a file's bytes, by type: what the documents source and mail/ticket attachments share.
 
-Markdown and plain text are read as they are; HTML through BeautifulSoup (visible text, <title>).
+Markdown, plain text and HTML are read in the caller (services.connectors.plain_text).
 PDF (pypdf), DOCX (python-docx), PPTX (python-pptx) and XLSX (openpyxl, read-only, a cap on cells)
 are parsed in a child process, never in the caller's: a hostile or broken file can make a parser
 loop, crash or eat memory, so each file has a time cap (the child is killed past it and the file
@@ -19,17 +19,16 @@ import atexit
 import io
 import logging
 import os
-import re
 import subprocess
 import sys
 import threading
 import warnings
-from dataclasses import dataclass, field
 from datetime import datetime
 from multiprocessing.connection import Connection
 from pathlib import Path, PurePosixPath
 
 from schemas.documents import MAX_TEXT_CHARS
+from services.connectors.plain_text import Extracted, decode_text, html_text
 
 log = logging.getLogger(__name__)
 
@@ -56,15 +55,6 @@ class ExtractError(Exception):
     """A file whose text cannot be had: broken, encrypted, over a cap. `str()` says why."""
 
 
-@dataclass(frozen=True)
-class Extracted:
-    text: str
-    title: str = ""
-    author: str = ""
-    date: datetime | None = None  # the file's own metadata (modified, else created), if any
-    notes: tuple[str, ...] = field(default=())  # what was cut (cells past the cap)
-
-
 def kind_of(content_type: str, name: str) -> str | None:
     """The kind of a file ('pdf', 'docx', ...) by content type, else by its name's suffix."""
     kind = CONTENT_TYPES.get((content_type or "").split(";")[0].strip().lower())
@@ -74,57 +64,6 @@ def kind_of(content_type: str, name: str) -> str | None:
 def reads(content_type: str, name: str) -> bool:
     """Whether `extract` reads this file as Office or PDF (mail decodes text and HTML itself)."""
     return kind_of(content_type, name) in CHILD_KINDS
-
-
-# --- in the caller: text and HTML -----------------------------------------------------------------
-def decode_text(data: bytes) -> str:
-    """Bytes of a text file as text: a BOM decides, else UTF-8, else Windows-1252 (never fails)."""
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return data.decode("utf-16", errors="replace")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        return data.decode("cp1252", errors="replace")
-
-
-_SKIP_TAGS = frozenset({"script", "style", "noscript", "template", "head", "svg"})
-_BLOCK_TAGS = frozenset("p div br li tr h1 h2 h3 h4 h5 h6 table section article pre blockquote ul ol dd dt hr".split())
-
-
-def html_text(markup: str | bytes, root=None) -> Extracted:
-    """Visible text of an HTML page and its <title> (else its first <h1>). `root` (a BeautifulSoup
-    tag) reads one part of a page already parsed. One walk over the tree with a stack, no edits:
-    BeautifulSoup's decompose and get_text recurse or rescan, and a page of deeply nested tags
-    made them take minutes."""
-    from bs4 import BeautifulSoup, NavigableString, Tag
-    from bs4.element import PreformattedString  # comments, doctypes, CDATA: not visible text
-
-    soup = root if root is not None else BeautifulSoup(markup, "html.parser")
-    title_tag = soup.find("title") if root is None else None
-    title = title_tag.get_text(" ", strip=True) if title_tag else ""
-    if not title:
-        heading = soup.find("h1")
-        title = heading.get_text(" ", strip=True) if heading else ""
-    pieces: list[str] = []
-    stack = [soup]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, PreformattedString):
-            continue
-        if isinstance(node, NavigableString):
-            pieces.append(str(node))
-        elif isinstance(node, Tag):
-            if node.name in _SKIP_TAGS:
-                continue
-            if node.name in _BLOCK_TAGS:
-                pieces.append("\n")
-            stack.extend(reversed(node.contents))
-    return Extracted(text=_tidy("".join(pieces)), title=" ".join(title.split())[:4096])
-
-
-def _tidy(text: str) -> str:
-    lines = (" ".join(line.split()) for line in text.replace("\x00", "").splitlines())
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 
 
 # --- in the child: PDF and Office -----------------------------------------------------------------

@@ -6,6 +6,8 @@ from datetime import UTC, datetime
 from email.message import EmailMessage
 from pathlib import Path
 
+import time
+
 import pytest
 
 from services.connectors.base import ConnectorState, RunStopped, read_dead_letters
@@ -168,6 +170,23 @@ def test_encoded_word_attachment_names_are_decoded():
 
 def test_html_to_text_keeps_block_structure():
     assert html_to_text("<div>a<br>b</div><p>c &amp; d</p><table><tr><td>x</td><td>y</td></tr></table>") == "a\nb\nc & d\nx y"
+
+
+def test_html_to_text_keeps_text_around_blocks_apart_and_drops_titles():
+    assert html_to_text("<title>T</title>before<p>inside</p>after<th>h1</th><th>h2</th>") == "before\ninside\nafter h1 h2"
+
+
+@pytest.mark.parametrize("body", [
+    "<p>paragraph</p>" * 20_000,  # each tag edited in place made these seconds long (quadratic)
+    "<table>" + "<tr><td>a</td><td>b</td></tr>" * 20_000 + "</table>",
+    "<div>" * 8_000 + "deep" + "</div>" * 8_000,
+])
+def test_html_to_text_of_a_huge_or_deep_body_is_linear(body):
+    started = time.perf_counter()
+    text = html_to_text(body)
+    took = time.perf_counter() - started
+    assert text.count("\n") >= (0 if "deep" in body else 19_999) and ("deep" in text or "a b" in text or "paragraph" in text)
+    assert took < 3.0, f"{took:.2f} s for {len(body):,} characters of HTML"
 
 
 def test_normalise_subject():
