@@ -1,4 +1,4 @@
-"""Screenshots of the web console for the README: `python -m bench.console_screenshots`.
+"""Screenshots of the web console for docs/usage.md: `python -m bench.console_screenshots`.
 
 Runs the console's end-to-end tests (tests/e2e/test_console.py: headless Chromium against a real
 server with a small organization) with ORGMEM_CONSOLE_SCREENSHOTS set, so each page is captured

@@ -68,7 +68,7 @@ class EmbedderSettings(BaseModel):
     # batch goes to the processes above. In the live benchmark at 20 documents/s the projector's
     # batches are 10-20 documents; encoded in the server (the default was 32) they kept 1.7 cores
     # busy in it and query p50 read 2.7-4.1 ms over the same run's no-ingest figure, against
-    # -0.1 to 2.2 ms with every batch in the SCHED_IDLE workers (README, "A live server at scale").
+    # -0.1 to 2.2 ms with every batch in the SCHED_IDLE workers (docs/live-at-scale.md).
     encoder_pool_min_batch: int = Field(default=1, ge=1)
 
     @property
@@ -228,7 +228,7 @@ class Settings(BaseSettings):
     indexer_max_lag: int = 10_000
     # How many candidates the vector graph search keeps (HNSW ef); None: the engine's default (100).
     # Wider finds more of the exact nearest rows at some cost: at 100k rows 0.933 of the exact
-    # top 50 at the default, 0.955 at 128, 0.977 at 200, for +0.25 and +0.8 ms (README).
+    # top 50 at the default, 0.955 at 128, 0.977 at 200, for +0.25 and +0.8 ms (docs/live-at-scale.md).
     vector_search_ef: int | None = None
     # Embedded profile: rows searched exactly (added since the last graph build) at which the
     # server seals them into the graph in a child process; checked every vector_seal_check_s.
