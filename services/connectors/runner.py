@@ -51,8 +51,10 @@ class _Batch:
 
 class _Run:
     def __init__(self, source: Source, sink: Sink, state: ConnectorState, access: AccessMap,
-                 report: ConnectorReport):
+                 report: ConnectorReport, absence: bool = True):
         self.source, self.sink, self.state, self.access, self.report = source, sink, state, access, report
+        self.absence = absence  # False (--partial): what the export lacks is not deleted
+        self.kept_parts = 0  # versions that lost parts in a partial run, superseded and not removed
         self.items: dict[str, dict] = state.values.setdefault("items", {})
         self.batch = _Batch()
         self.seen: set[str] = set()
@@ -88,8 +90,16 @@ class _Run:
         self.batch.documents.append(document)
         current = record["versions"].get(record["current"] or "")
         if current is not None and not current.get("gone"):
-            lost = set(current.get("parts", [])) - set(found.parts)
-            if lost:
+            # Every live version counts, not only the current one: after a partial run the current
+            # version may lack a part that earlier ones still hold.
+            held_parts = {p for v in record["versions"].values() if not v.get("gone") for p in v.get("parts", [])}
+            lost = held_parts - set(found.parts)
+            if lost and not self.absence:
+                # A partial export may simply not hold the rest of a thread: nothing it lacks is
+                # deleted, so the new version supersedes the old one, which stays in the record.
+                self.kept_parts += 1
+                self.batch.supersessions.append((current["sid"], sid))
+            elif lost:
                 # A piece was deleted in the source: every version still holding one goes.
                 for version, held in record["versions"].items():
                     if not held.get("gone") and set(held.get("parts", [])) & lost:
@@ -180,8 +190,8 @@ def run_source(source: Source, inputs: Iterable[str | Path], sink: Sink, state: 
     """Read every input with `source`; hand its new versions to the sink; return the report with
     `superseded` and `removed` filled for the caller to apply (see the module doc)."""
     report = ConnectorReport(source.name)
-    run = _Run(source, sink, state, access or AccessMap(), report)
     options = dict(options or {})
+    run = _Run(source, sink, state, access or AccessMap(), report, absence=bool(options.get("absence", True)))
     with reporting(report):
         for raw in inputs:
             path = Path(raw)
@@ -200,8 +210,12 @@ def run_source(source: Source, inputs: Iterable[str | Path], sink: Sink, state: 
             finally:
                 tree.close()
         run.flush()
-        if options.get("absence", True) and not report.dead_letters:
+        if run.absence and not report.dead_letters:
             run.absent(bool(getattr(source, "dated_exports", False)))
+        if run.kept_parts:
+            report.notes.append(f"{run.kept_parts} items lack messages or parts an earlier export held; a partial "
+                                "run removes nothing, so their earlier versions stay (superseded): run over a "
+                                "full export to apply deletions")
         run.settle()
     report.unmapped = len(run.access.unmapped)
     return report

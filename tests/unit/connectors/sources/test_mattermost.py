@@ -236,6 +236,27 @@ def test_through_the_runner_a_rerun_adds_nothing_an_edit_supersedes_a_deletion_r
     assert zipped.removed == [] and zipped.documents == 0
 
 
+def test_a_partial_export_lacking_a_reply_removes_nothing(tmp_path):
+    data, export, sunk = tmp_path / "data", tmp_path / "export", []
+
+    def go(lines, partial):
+        write_folder(mattermost_export(lines), export)
+        state = ConnectorState(data, "mattermost", tenant="default")
+        return run_source(MattermostSource(), [export], sunk.extend, state, guard=PathGuard([tmp_path]),
+                          access=AccessMap(), options={"absence": not partial})
+
+    assert go(town(), partial=False).documents == 2
+    first_sid = next(d.source_id for d in sunk if d.source_id.startswith(ROOT))
+    # The later export holds the thread without one reply, and the run is told it is partial.
+    partial = go(town(delete_reply=True), partial=True)
+    assert partial.removed == [] and partial.documents == 1
+    assert [s["source_id"] for s in partial.superseded] == [first_sid]
+    assert any("partial run removes nothing" in note for note in partial.notes)
+    # The same loss in a full run is a deletion: every version holding the reply goes.
+    full = go(town(delete_reply=True, edit=True), partial=False)
+    assert first_sid in {r["source_id"] for r in full.removed}
+
+
 def test_users_listing_channels_of_other_teams_do_not_widen_readers():
     users = [user("dana", channels=("secret-plans",)), {"username": "eve", "teams": [
         {"name": "other", "channels": [{"name": "secret-plans"}]}, "junk", {"name": 5}]}]
