@@ -55,6 +55,13 @@ class QueryRequest(BaseModel):
     show_supersession: bool = Field(default=False, description=(
         "Kept for compatibility, no longer needed: each row's line under its header in `evidence` "
         "says which version of its thread it is and what supersedes or contradicts it."))
+    time_rules: bool = Field(default=False, description=(
+        "Read a time phrase in `q` (in March 2025, last quarter, two weeks ago, since January) as a "
+        "window on event date: rows dated before its start are left out and its end caps as_of, never "
+        "widening it; undated rows fail it. The window applied is the response's `time_window` (docs/time.md)."))
+    reference_time: datetime | None = Field(default=None, description=(
+        "The \"now\" a relative phrase is read against (two weeks ago, last month); default: as_of if given, "
+        "else the server's time. Only read with time_rules."))
 
     @model_validator(mode="after")
     def _one_lexical_match(self) -> QueryRequest:
@@ -105,6 +112,13 @@ class QueryHit(BaseModel):
                                                          "inside (an attachment), else null.")
 
 
+class TimeWindowApplied(BaseModel):
+    start: datetime | None = Field(description="Rows dated before this are left out; null: no lower bound.")
+    end: datetime | None = Field(description=(
+        "Exclusive: rows dated at or after it are left out (with as_of, whichever is earlier); null: open."))
+    phrase: str = Field(description="The words of the question the window was read from.")
+
+
 class QueryResponse(BaseModel):
     rows: list[QueryHit]
     evidence: str
@@ -116,6 +130,8 @@ class QueryResponse(BaseModel):
         "overlap 'embed' and 'vector', and 'lexical_wait' is the time they added after both; 'rows' "
         "reads the whole rows returned"))
     applied_position: int
+    time_window: TimeWindowApplied | None = Field(default=None, description=(
+        "The window read from the question under time_rules; null when time_rules is off or `q` names no time."))
 
 
 class RowResponse(BaseModel):

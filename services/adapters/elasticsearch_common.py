@@ -181,6 +181,8 @@ def scope_clauses(scope: Scope) -> tuple[list[dict], list[dict]] | None:
         filters.append({"terms": {"acl_tokens": readers}})
     if scope.as_of is not None:
         filters.append({"range": {"event_us": {"lte": micros(scope.as_of)}}})  # undated rows fail
+    if scope.since is not None:
+        filters.append({"range": {"event_us": {"gte": micros(scope.since)}}})
     if scope.known_at is not None:
         # The state as it was at known_at comes from the row store (inactive_at_known); the
         # current state is deliberately not consulted.

@@ -108,7 +108,7 @@ class Memory:
         sets = {key: frozenset(v) if v is not None else None for key, v in bounds.items() if key in ("kinds", "authors", "threads")}
         return Scope(
             tenant=caller.tenant, readers=caller.readers,
-            as_of=bounds.get("as_of"), known_at=bounds.get("known_at"), **sets,
+            as_of=bounds.get("as_of"), since=bounds.get("since"), known_at=bounds.get("known_at"), **sets,
         )
 
     def row(self, row_id: str, caller: Caller = SYSTEM) -> tuple[Row, list[RowChange]]:

@@ -67,6 +67,9 @@ class Scope:
     # groups), lower-cased. None = unrestricted (system or admin jobs).
     readers: frozenset[str] | None = None
     as_of: datetime | None = None
+    # Lower bound on event time (inclusive), as as_of is the upper: undated rows fail it. A query
+    # filter such as kinds, not part of the caller's view (the version counts ignore it).
+    since: datetime | None = None
     known_at: datetime | None = None
     kinds: frozenset[str] | None = None
     authors: frozenset[str] | None = None
@@ -78,7 +81,7 @@ class Scope:
     def __post_init__(self) -> None:
         # A bound without a zone is UTC, as stored times are: comparing a naive bound with an
         # aware time would raise (a bare `"as_of": "2025-07-15"` answered 500).
-        for name in ("as_of", "known_at"):
+        for name in ("as_of", "since", "known_at"):
             value = getattr(self, name)
             if value is not None and value.tzinfo is None:
                 object.__setattr__(self, name, value.replace(tzinfo=UTC))
@@ -97,6 +100,8 @@ def admits(row: Row, scope: Scope) -> bool:
     if tokens is not None and not set(acl_tokens(row.acl)) & set(tokens):
         return False
     if scope.as_of is not None and (row.event_time is None or row.event_time > scope.as_of):
+        return False
+    if scope.since is not None and (row.event_time is None or row.event_time < scope.since):
         return False
     if scope.known_at is not None:
         if row.ingested_at > scope.known_at or row.row_id in scope.inactive_at_known:

@@ -186,11 +186,18 @@ class Queries:
                 schema, field, tantivy.FieldType.Integer, upper_bound=micros(field, bound)
             )
 
+        def at_least(field: str, bound: datetime) -> tantivy.Query:
+            return Query.range_query(
+                schema, field, tantivy.FieldType.Integer, lower_bound=micros(field, bound)
+            )
+
         readers = scope.reader_tokens()
         if readers is not None:
             must.append(one_of("acl", readers))
         if scope.as_of is not None:
             must.append(at_most("event_time", scope.as_of))  # rows without event_time fail
+        if scope.since is not None:
+            must.append(at_least("event_time", scope.since))
         if scope.known_at is not None:
             must.append(at_most("ingested_at", scope.known_at))
             if scope.inactive_at_known:

@@ -45,6 +45,9 @@ def scope_sql(scope: Scope) -> tuple[str, list]:
     if scope.as_of is not None:
         clauses.append("r.event_time IS NOT NULL AND r.event_time <= ?")
         args.append(encode_time(scope.as_of))
+    if scope.since is not None:
+        clauses.append("r.event_time IS NOT NULL AND r.event_time >= ?")
+        args.append(encode_time(scope.since))
     if scope.known_at is not None:
         clauses.append("r.ingested_at <= ?")
         args.append(encode_time(scope.known_at))

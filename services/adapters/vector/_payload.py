@@ -115,7 +115,7 @@ def row_payload(row: Row) -> dict[str, object]:
 @dataclass(frozen=True)
 class Condition:
     key: str
-    op: Literal["eq", "any", "lte"]
+    op: Literal["eq", "any", "lte", "gte"]
     value: str | list[str]
 
 
@@ -137,6 +137,8 @@ def scope_filter(scope: Scope) -> ScopeFilter:
         must.append(Condition("acl", "any", tokens))
     if scope.as_of is not None:
         must.append(Condition("event_time", "lte", rfc3339(scope.as_of)))
+    if scope.since is not None:
+        must.append(Condition("event_time", "gte", rfc3339(scope.since)))
     if scope.known_at is not None:
         # State as it was at known_at comes from the row store (inactive_at_known), so the
         # current state is deliberately not consulted.

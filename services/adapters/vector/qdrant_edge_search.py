@@ -105,6 +105,8 @@ def _condition(condition: Condition) -> FieldCondition:
         return FieldCondition(condition.key, match=MatchValue(condition.value))
     if condition.op == "any":
         return FieldCondition(condition.key, match=MatchAny(list(condition.value)))
+    if condition.op == "gte":
+        return FieldCondition(condition.key, range=RangeDateTime(gte=condition.value))
     return FieldCondition(condition.key, range=RangeDateTime(lte=condition.value))
 
 

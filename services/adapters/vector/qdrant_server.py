@@ -279,4 +279,6 @@ def _condition(condition: Condition) -> qm.FieldCondition:
         return qm.FieldCondition(key=condition.key, match=qm.MatchValue(value=condition.value))
     if condition.op == "any":
         return qm.FieldCondition(key=condition.key, match=qm.MatchAny(any=list(condition.value)))
+    if condition.op == "gte":
+        return qm.FieldCondition(key=condition.key, range=qm.DatetimeRange(gte=condition.value))
     return qm.FieldCondition(key=condition.key, range=qm.DatetimeRange(lte=condition.value))

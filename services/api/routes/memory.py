@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
@@ -19,11 +19,13 @@ from schemas.api import (
     RowResponse,
     RowVersion,
     ThreadResponse,
+    TimeWindowApplied,
 )
 from schemas.documents import DATE_MAX, DATE_MIN  # the window every entry point applies
 from services.api.deps import CurrentCaller, State, Writer
 from services.api.problems import ApiProblem, invalid_request
 from services.api.routes.people import authors_for
+from services.app.time_parse import question_window
 from services.core.evidence import render_evidence
 from services.core.positions import lane_of
 from services.core.retrieval_config import weights_problem
@@ -51,7 +53,8 @@ def check_document_dates(body: IngestRequest) -> None:
 
 
 def check_query_limits(body: QueryRequest, limits) -> None:
-    problems = [p for p in (date_problem("as_of", body.as_of), date_problem("known_at", body.known_at)) if p]
+    problems = [p for p in (date_problem("as_of", body.as_of), date_problem("known_at", body.known_at),
+                            date_problem("reference_time", body.reference_time)) if p]
     if (body.k or 0) > limits.max_k:
         problems.append(f"k: at most {limits.max_k}")
     if (body.reserve or 0) > limits.max_k:
@@ -120,7 +123,8 @@ async def answer_query(body: QueryRequest, s: State, caller: CurrentCaller) -> Q
                                  weights=body.weights)
     if problem := weights_problem(config.weights):  # the request's weights over its preset's
         raise invalid_request(problem)
-    scope = s.memory.scope_for(caller, as_of=body.as_of, known_at=body.known_at, kinds=body.kinds,
+    as_of, since, window = time_bounds(body)
+    scope = s.memory.scope_for(caller, as_of=as_of, since=since, known_at=body.known_at, kinds=body.kinds,
                                authors=body.authors if not body.people else await run_in_threadpool(
                                    authors_for, body.people, body.authors, s.memory, caller),
                                threads=body.threads)
@@ -139,7 +143,28 @@ async def answer_query(body: QueryRequest, s: State, caller: CurrentCaller) -> Q
         evidence=render_evidence(rows, show_supersession=body.show_supersession, versions=result.versions),
         matched=result.matched, leg_sizes=result.leg_sizes, timings_ms=result.timings_ms,
         applied_position=s.memory.applied_for(caller.tenant),
+        time_window=window,
     )
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    return moment.replace(tzinfo=UTC) if moment is not None and moment.tzinfo is None else moment
+
+
+def time_bounds(body: QueryRequest) -> tuple[datetime | None, datetime | None, TimeWindowApplied | None]:
+    """(as_of, since, the window applied): with time_rules, the question's time phrase narrows the
+    event-date bounds; it never widens as_of."""
+    as_of = _utc(body.as_of)
+    if not body.time_rules:
+        return as_of, None, None
+    reference = _utc(body.reference_time) or as_of or datetime.now(UTC)
+    found = question_window(body.q, reference)
+    if found is None:
+        return as_of, None, None
+    if found.end is not None:
+        last = found.end - timedelta(microseconds=1)  # the window's end is exclusive, as_of is not
+        as_of = last if as_of is None else min(as_of, last)
+    return as_of, found.start, TimeWindowApplied(start=found.start, end=found.end, phrase=found.text)
 
 
 @router.get("/v1/rows/{row_id}", operation_id="get_row", response_model=RowResponse)
