@@ -20,6 +20,9 @@ SOURCES: dict[str, tuple[str, str, str, str]] = {
                    "a Mattermost bulk export (the mmctl export .zip or a folder holding its .jsonl)", "erase"),
     "teams": ("services.connectors.sources.teams", "TeamsSource",
               "a Microsoft Teams export of Graph JSON (teams/ and chats/ folders, or their .zip)", "erase"),
+    "documents": ("services.connectors.sources.documents", "DocumentsSource",
+                  "a documents export: a folder or .zip of Markdown/HTML/text/Office/PDF files, a Confluence space "
+                  "export (HTML or XML) or a Notion export", "mark"),
 }
 
 DELETION_POLICIES = ("erase", "mark")
