@@ -83,7 +83,8 @@ def markers_in(data: bytes) -> set[str]:
 class Probe:
     label: str
     body: bytes
-    aim: str | None = None  # the marker this probe asks for ("*": every marker the caller may read)
+    aim: str | None = None  # the marker this probe asks for ("*": every marker the caller may read;
+    # None: no marker at all; "": any the caller may read)
 
 
 @dataclass
@@ -183,7 +184,7 @@ def route_table(app) -> set[tuple[str, str]]:
 
 RUN_PATHS = "/v1/admin/maintenance"
 READS = {("POST", "/v1/query"), ("GET", "/v1/rows/{row_id}"), ("GET", "/v1/threads/{thread_id:path}"),
-         ("GET", "/v1/admin/export")}
+         ("GET", "/v1/admin/export"), ("GET", "/v1/people"), ("GET", "/v1/people/{person_id}")}
 TEXT_FREE = {("GET", "/v1/stats"), ("GET", "/v1/admin/keys"), ("GET", "/v1/connectors/dead-letters"),
              ("GET", "/v1/admin/audit"),  # acts (keys, exports, runs): who, when, what kind, never a row
              ("GET", f"{RUN_PATHS}/runs"), ("GET", f"{RUN_PATHS}/runs/{{run_id}}"),
@@ -258,6 +259,36 @@ def _export(w: World, who: str, kind: str) -> list[Probe]:
     return [Probe("export route", answer.content, "*")]
 
 
+# Who wrote in which conversation (export_files): dave writes only in private channel B.
+AUTHORS = {"public": {"Alice", "Pat"}, "chana": {"Alice", "Carol"}, "chanb": {"Bob", "Dave"}, "dma": {"Carol", "Alice"}}
+
+
+def _names(answer: httpx.Response) -> set[str]:
+    assert answer.status_code == 200, answer.text
+    return {alias for person in answer.json()["people"] for alias in [person["display_name"], *person["aliases"]]}
+
+
+def _people(w: World, who: str, kind: str) -> list[Probe]:
+    answer = w.get(who, "/v1/people", kind, limit=500)
+    may_know = set().union(*(AUTHORS[name] for name in VISIBLE[who]))
+    # Nobody is listed who wrote only where the caller may not read (pat never learns of Dave).
+    assert {n for n in _names(answer) if n in set().union(*AUTHORS.values())} == may_know, (who, _names(answer))
+    return [Probe("people", answer.content, None)]  # names and counts: no message text
+
+
+def _person(w: World, who: str, kind: str) -> list[Probe]:
+    everyone = w.get("admin", "/v1/people", "admin", limit=500).json()["people"]
+    probes = []
+    for person in everyone:
+        names = {person["display_name"], *person["aliases"]}
+        visible = any(names & AUTHORS[name] for name in VISIBLE[who])
+        answer = w.get(who, f"/v1/people/{person['person_id']}", kind)
+        assert answer.status_code == (200 if visible else 404), (who, sorted(names), answer.status_code)
+        probes.append(Probe(f"person {person['display_name']}", answer.content, ""))  # its rows' titles: leaks only
+    assert len(everyone) >= 5
+    return probes
+
+
 def _text_free(path: str) -> Callable[[World, str, str], list[Probe]]:
     def probe(w: World, who: str, kind: str) -> list[Probe]:
         answer = w.get(who, path.replace("{run_id}", w.run_id), kind)
@@ -270,6 +301,7 @@ def _text_free(path: str) -> Callable[[World, str, str], list[Probe]]:
 PROBES: dict[tuple[str, str], Callable[[World, str, str], list[Probe]]] = {
     ("POST", "/v1/query"): _query, ("GET", "/v1/rows/{row_id}"): _row,
     ("GET", "/v1/threads/{thread_id:path}"): _thread, ("GET", "/v1/admin/export"): _export,
+    ("GET", "/v1/people"): _people, ("GET", "/v1/people/{person_id}"): _person,
     **{route: _text_free(route[1]) for route in TEXT_FREE},
 }
 
