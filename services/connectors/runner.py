@@ -230,6 +230,9 @@ def _read(run: _Run, source: Source, tree, options: Mapping[str, object]) -> Non
                 run.removed(found)
             elif isinstance(found, DeadLetter):
                 run.dead_letter(found)
+        # What the source passed over in this export (a .doc, an image), with its hint, for the report.
+        for why, count in getattr(source, "skipped", {}).items():
+            run.report.skip(why, count)
     except Exception as exc:
         # A source bug or a pathological export costs the rest of this export only.
         log.exception("%s: stopped reading %s", source.name, tree.label)

@@ -205,3 +205,13 @@ def test_unknown_types_are_counted_in_skipped_with_a_hint():
     assert any(why.startswith(".bin files: documents reads") for why in source.skipped)
     assert source.skipped["hidden files (names starting with '.'): not read"] == 1
     assert sum(source.skipped.values()) == 5  # the blank text file too
+
+
+def test_the_runs_report_counts_what_was_skipped_in_every_export(tmp_path):
+    for name in ("one", "two"):
+        write_folder({"a.md": b"# A\ntext", "pic.jpg": b"\xff\xd8"}, tmp_path / name)
+    state = ConnectorState(tmp_path / "data", "documents", tenant="default")
+    report = run_source(DocumentsSource(), [tmp_path / "one", tmp_path / "two"], [].extend, state,
+                        guard=PathGuard([tmp_path]))
+    assert report.skipped == {".jpg files: images carry no text orgmem reads": 2}
+    assert report.to_dict()["skipped"] == report.skipped
