@@ -75,7 +75,9 @@ def cmd_source(args) -> int:
     settings = settings_from(args)
     access = AccessMap.from_file(args.access_map) if args.access_map else None
     deletions = args.deletions or settings.connector_deletions.get(args.connector)
-    return _run(args, args.connector, access=access, deletions=deletions, absence=not args.partial)
+    # The documents source's own options (a date for undated files, the export's layout).
+    extra = {name: getattr(args, name) for name in ("date", "layout") if getattr(args, name, None)}
+    return _run(args, args.connector, access=access, deletions=deletions, absence=not args.partial, **extra)
 
 
 def cmd_email(args) -> int:
@@ -167,6 +169,10 @@ def register(command, sub) -> None:
         p.add_argument("--partial", action="store_true",
                        help="the export holds part of the source only: nothing it lacks counts as deleted")
         p.add_argument("--actor", help="who erases, for the audit log (default cli:<user>)")
+        if name == "documents":
+            p.add_argument("--date", help="the date of files that carry none (else the run's time, counted)")
+            p.add_argument("--layout", choices=["files", "confluence", "notion"],
+                           help="the export's layout (default: told by its contents)")
     p = kinds.add_parser("dead-letters", help="inputs that could not be parsed, with the reason")
     p.add_argument("--data", default=None)
     p.add_argument("--tenant", default=None, help="only this tenant's (default: every tenant's, named)")

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import shutil
 
+from schemas.documents import DocumentIn
 from services.bootstrap import open_memory
+from services.connectors.contract import MemoryTree, Version, source_id_of
+from services.core.write_rules import row_id_for
 from services.connectors.sources.documents import DocumentsSource
 from services.settings import Settings
 from tests.unit.connectors.sources.chat_cli import connect, row_ids
@@ -44,3 +47,18 @@ def test_a_notion_export_keeps_versions_and_marks_removed_pages(tmp_path):
         gone = memory.stored_row(after[sub])
         assert gone is not None and gone.state == "archived"  # marked, not erased
         assert gone.text.endswith("We chose Postgres.")
+
+
+def test_a_folder_of_undated_files_takes_the_date_given_and_the_layout_named(tmp_path):
+    data, export, access = tmp_path / "data", tmp_path / "export", tmp_path / "access.json"
+    access.write_text("{}")
+    write_folder({"notes/plan.md": b"# Plan\nWe ship in May.", "pic.png": b"\x89PNG"}, export)
+    report = connect("documents", data, export, access, "--date", "2023-04-05", "--layout", "files")
+    assert report["documents"] == 1 and report["skipped"] == {".png files: images carry no text orgmem reads": 1}
+    with open_memory(Settings(data_dir=data), role="indexer") as memory:
+        memory.catch_up()
+        files = {"notes/plan.md": b"# Plan\nWe ship in May."}
+        found = [f for f in DocumentsSource().read(MemoryTree(files, label="export"), {}) if isinstance(f, Version)]
+        row = memory.stored_row(row_id_for("default", DocumentIn(text="-", source="documents",
+                                                                  source_id=source_id_of(found[0]))))
+        assert row is not None and row.event_time.date().isoformat() == "2023-04-05"

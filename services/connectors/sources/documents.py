@@ -1,6 +1,6 @@
 """Documents: folders of files, Confluence space exports and Notion exports, as a folder or a .zip.
 
-Kind by the contents (or option `kind`: files, confluence, notion); docs/connectors.md has the
+Kind by the contents (or option `layout`: files, confluence, notion); docs/connectors.md has the
 layouts. Items: `<export name>/<path>` (files), `confluence:<space>/<page id>` (page history, from
 entities.xml's `originalVersion`, is versions of one item, oldest first; HTML export attachments
 are documents whose parent is their page), `notion:<top page id>/<page id>` (a database row: its
@@ -50,7 +50,7 @@ class DocumentsSource:
         options = options or {}
         self.counts, self.skipped, self.label, names = Counter(), {}, tree.label, tree.names()
         self.fallback = parse_date(str(options["date"]), "option date") if options.get("date") else datetime.now(UTC)
-        kind = str(options.get("kind") or detect(names))
+        kind = str(options.get("layout") or detect(names))
         readers = {"files": self._files, "confluence": self._confluence, "notion": self._notion}
         if kind not in readers:
             yield DeadLetter(NAME, tree.label, f"kind {kind!r}: one of {', '.join(readers)}")

@@ -16,12 +16,12 @@ from services.core.write_rules import row_id_for
 ROOT = Path(__file__).resolve().parents[4]
 
 
-def connect(source: str, data: Path, export: Path, access: Path) -> dict:
+def connect(source: str, data: Path, export: Path, access: Path, *options: str) -> dict:
     """The run's JSON report (the CLI's last line); the run must succeed."""
     env = {**os.environ, "ORGMEM_DATA_DIR": str(data)}
     done = subprocess.run([sys.executable, "-m", "services.cli", "connect", source, str(export),
-                           "--access-map", str(access)], capture_output=True, text=True, env=env, timeout=600,
-                          cwd=ROOT)
+                           "--access-map", str(access), *options], capture_output=True, text=True, env=env,
+                          timeout=600, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
