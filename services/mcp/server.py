@@ -96,6 +96,18 @@ def build_server(tools: MemoryTools, caller_of: CallerOf) -> MCPServer:
         return await tools.thread_versions(caller_of(ctx), thread)
 
     @server.tool(annotations=READ_ONLY, description=(
+        "The people met in the documents you may read (authors and participants): each with a person_id, "
+        "display name, aliases (addresses) and counts by role. Give q for a name or address prefix; give "
+        "person_id for one person and their documents by role. Pass person_ids as `people` to search."))
+    async def find_people(
+            ctx: Context,
+            q: Annotated[str | None, Field(max_length=320, description="Name or alias prefix")] = None,
+            person_id: Annotated[str | None, Field(max_length=64, description="One person's id")] = None,
+            limit: Annotated[int, Field(ge=1, le=500)] = 100,
+            offset: Annotated[int, Field(ge=0, le=1_000_000)] = 0) -> dict[str, Any]:
+        return await tools.people(caller_of(ctx), q=q, person_id=person_id, limit=limit, offset=offset)
+
+    @server.tool(annotations=READ_ONLY, description=(
         "What changed between two dates, in one thread or around a question: the documents added, the "
         "versions superseded by a later one, contradictions, and archived rows within [since, until), with "
         "who wrote each and what it replaced. Give exactly one of thread or q."))

@@ -26,6 +26,7 @@ from services.api import problems
 from services.api.auth import ROLE_RANK
 from services.api.routes import answer as answer_route
 from services.api.routes import memory as routes
+from services.api.routes import people as people_route
 from services.core.caller import Caller
 from services.errors import NotFound
 from services.mcp import timeline
@@ -124,6 +125,17 @@ class MemoryTools:
         changes = timeline.changes(rows, histories, readable, since, until)
         return {"since": since.isoformat(), "until": until.isoformat(), "thread": thread, "q": q,
                 "versions_read": len(rows), "truncated": truncated, "changes": changes}
+
+    async def people(self, caller: Caller, *, q: str | None = None, person_id: str | None = None,
+                     limit: int = 100, offset: int = 0) -> dict:
+        """GET /v1/people (or /v1/people/{id} given person_id) as this caller: only people met in rows
+        the caller may read, so a person seen only in a private channel is unknown to a non-member."""
+        with as_tool_errors():
+            if person_id is not None:
+                answer = await people_route.get_person(person_id, self.state, caller)
+            else:
+                answer = await people_route.list_people(self.state, caller, q=q, limit=limit, offset=offset)
+        return answer.model_dump(mode="json")
 
     async def add(self, caller: Caller, documents: list[DocumentIn]) -> dict:
         require(caller, "writer", "add_documents")

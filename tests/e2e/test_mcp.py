@@ -24,7 +24,7 @@ from tests.conftest import LiveServer, create_key, free_port
 pytestmark = pytest.mark.slow  # real servers with the sentence encoder, and spawned processes
 
 ROOT = Path(__file__).resolve().parents[2]
-TOOLS = {"search_memory", "get_document", "get_thread_versions", "what_changed", "add_documents", "answer"}
+TOOLS = {"search_memory", "get_document", "get_thread_versions", "what_changed", "add_documents", "answer", "find_people"}
 SECRET = "ZEBRAFISH"  # only in tenant globex's rows
 POLICY = [  # tenant acme, one thread, three versions
     ("2025-03-10", "maria@acme.example", "Remote work policy: every team may work remotely two days per week."),
@@ -112,6 +112,14 @@ async def check_reader_of_acme(session: ClientSession, acme_ids: list[str], glob
     assert document["row"]["row_id"] == june and document["history"][0]["change"] == "observed"
     for guessed in (*globex_ids, private_id):  # another tenant's id, a row the access list hides
         assert "Not found" in error_text(await session.call_tool("get_document", {"row_id": guessed}))
+
+    people = structured(await session.call_tool("find_people", {"limit": 500}))["people"]
+    aliases = {a for p in people for a in p["aliases"]}
+    assert "devon@acme.example" in aliases and not any("globex" in a for a in aliases)
+    devon = next(p for p in people if "devon@acme.example" in p["aliases"])
+    one = structured(await session.call_tool("find_people", {"person_id": devon["person_id"]}))
+    assert june in {r["row_id"] for r in one["rows"]["author"]}
+    assert "Not found" in error_text(await session.call_tool("find_people", {"person_id": "p_not_a_person"}))
 
     versions = structured(await session.call_tool("get_thread_versions", {"thread": "remote-work"}))["versions"]
     assert [v["row_id"] for v in versions] == [march, june, september]

@@ -384,6 +384,12 @@ async def mcp_probes(w: World, who: str) -> tuple[set[str], set[str], list[Probe
 
         await call("search_memory common", "search_memory", {"q": COMMON, "k": 50}, "*")
         await call("what_changed common", "what_changed", {**WINDOW, "q": COMMON, "k": 50}, "*")
+        listed = json.loads(_tool_bytes(await session.call_tool("find_people", {"limit": 500})))
+        names = {n for p in listed["people"] for n in [p["display_name"], *p["aliases"]]}
+        may_know = set().union(*(AUTHORS[name] for name in VISIBLE[who]))
+        # Nobody is listed who wrote only where the caller may not read (pat never learns of Dave).
+        assert {n for n in names if n in set().union(*AUTHORS.values())} == may_know, (who, names)
+        probes.append(Probe("mcp find_people", json.dumps(listed).encode(), None))
         for name, marker in MARK.items():
             row, channel = w.rows[name], CHANNEL[name]
             await call(f"search_memory {name}", "search_memory", {"q": marker}, name)
@@ -396,7 +402,7 @@ async def mcp_probes(w: World, who: str) -> tuple[set[str], set[str], list[Probe
         return tools, templates, probes
 
 
-MCP_PROBED = {"search_memory", "get_document", "get_thread_versions", "what_changed"}
+MCP_PROBED = {"search_memory", "get_document", "get_thread_versions", "what_changed", "find_people"}
 MCP_TEMPLATES = {"orgmem://rows/{row_id}", "orgmem://threads/{thread_id}"}
 
 
@@ -407,7 +413,7 @@ def test_every_mcp_tool_and_resource(world):
         assert tools == MCP_PROBED | set(MCP_EXEMPT), "an MCP tool nobody checked for private-channel isolation"
         assert templates == MCP_TEMPLATES, "an MCP resource nobody checked for private-channel isolation"
         wrong += judge(who, probes)
-        assert len(probes) == 2 + 7 * len(MARK)
+        assert len(probes) == 3 + 7 * len(MARK)
     assert wrong == [], wrong
 
 
