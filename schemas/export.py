@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from schemas import SCHEMA_VERSION, admin, api, backup, connectors, documents, erasure, rows
+from schemas import SCHEMA_VERSION, admin, api, backup, connectors, documents, erasure, people, rows
 from schemas.events import EVENT_ADAPTER, LoggedEvent
 
 OUT = Path(__file__).parent / "json"
@@ -28,6 +28,7 @@ def all_schemas() -> dict[str, dict]:
         backup.HoldRequest, backup.HoldResponse, backup.HoldReleased,
         connectors.ConnectorRunRequest, connectors.ConnectorRunResponse, connectors.DeadLettersResponse,
         erasure.ErasureRequest, erasure.ErasureResponse,
+        people.PeopleResponse, people.PersonResponse,
     ]
     out = {m.__name__: m.model_json_schema() for m in models}
     out["Event"] = EVENT_ADAPTER.json_schema()
