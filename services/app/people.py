@@ -12,18 +12,37 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime
 
 from schemas.rows import Row
 from services.core.people import Person, build
 from services.core.scope import Scope, admits
 
-CACHED_DIRECTORIES = 64  # per memory; one entry per (tenant, position, readers) seen lately
+# Per memory; one entry per (tenant, position, readers) seen lately. Under steady ingest every
+# write makes a new key, so the bound is what the cache can hold at once.
+CACHED_DIRECTORIES = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """What a person's row list shows of a row: never its text, so a cached directory of 100k rows
+    holds ids and titles, not 100k documents (16 of them would have been gigabytes)."""
+
+    row_id: str
+    event_time: datetime | None
+    kind: str
+    title: str | None
+    thread: str | None
+    author: str | None
+    participants: tuple[str, ...]
 
 
 class Directory:
     def __init__(self, persons: dict[str, Person], rows: list[Row]) -> None:
         self.persons = persons
-        self.rows = rows
+        self.rows = [Listed(r.row_id, r.event_time, r.kind, r.title, r.thread, r.author, tuple(r.participants))
+                     for r in rows]
 
 
 _caches: "weakref.WeakKeyDictionary[object, OrderedDict]" = weakref.WeakKeyDictionary()
@@ -52,13 +71,13 @@ def directory_for(memory, caller, mapping: dict[str, str] | None = None) -> Dire
     return directory
 
 
-def rows_of(directory: Directory, person: Person) -> dict[str, list[Row]]:
+def rows_of(directory: Directory, person: Person) -> dict[str, list[Listed]]:
     """The person's rows by role, newest first (undated last)."""
     aliases = person.aliases
     authored = [r for r in directory.rows if r.author in aliases]
     joined = [r for r in directory.rows if r.author not in aliases and aliases.intersection(r.participants)]
 
-    def newest_first(rows: list[Row]) -> list[Row]:
+    def newest_first(rows: list[Listed]) -> list[Listed]:
         return sorted(rows, key=lambda r: (r.event_time is None, -(r.event_time.timestamp() if r.event_time else 0),
                                            r.row_id))
     return {"author": newest_first(authored), "participant": newest_first(joined)}

@@ -128,3 +128,16 @@ def test_hostile_mapping_is_refused_with_a_reason(mapping):
         check_mapping(json.loads(json.dumps(mapping)))
     assert str(caught.value)
     assert len(str(caught.value)) < 300
+
+
+def test_a_cached_directory_keeps_no_row_text():
+    # A directory is cached per write position: holding documents would hold the store many times over.
+    from services.app.people import Directory, rows_of
+
+    rows = [Row(row_id=f"r{n}", tenant="t", text="secret body " * 500, author="ann@corp.example",
+                participants=["bo@corp.example"], event_time=datetime(2024, 1, n + 1, tzinfo=UTC),
+                ingest_position=n, ingested_at=AT) for n in range(3)]
+    directory = Directory(build(rows, None), rows)
+    assert all("secret" not in repr(entry) for entry in directory.rows)
+    (ann,) = [p for p in directory.persons.values() if "ann@corp.example" in p.aliases]
+    assert [r.row_id for r in rows_of(directory, ann)["author"]] == ["r2", "r1", "r0"]
