@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from schemas import SCHEMA_VERSION, admin, api, backup, connectors, documents, erasure, people, rows
+from schemas import SCHEMA_VERSION, admin, answer, api, backup, connectors, documents, erasure, people, rows
 from schemas.events import EVENT_ADAPTER, LoggedEvent
 
 OUT = Path(__file__).parent / "json"
@@ -21,7 +21,7 @@ def all_schemas() -> dict[str, dict]:
     models: list[type[BaseModel]] = [
         documents.DocumentIn, rows.Row, rows.RowChange, LoggedEvent,
         api.IngestRequest, api.IngestResponse, api.QueryRequest, api.QueryResponse,
-        api.RowResponse, api.ThreadResponse, api.StatsResponse,
+        api.RowResponse, api.ThreadResponse, api.StatsResponse, answer.AnswerRequest, answer.AnswerResponse,
         admin.KeyCreateRequest, admin.KeyCreateResponse, admin.KeyListResponse, admin.KeyInfo,
         admin.ConsolidateRequest, admin.RefineRequest, admin.RunAccepted, admin.RunView, admin.RunsResponse,
         admin.RunDecisionsResponse, admin.AuditEntry, admin.AuditResponse,
