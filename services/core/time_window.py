@@ -42,6 +42,13 @@ _GATE = re.compile(r"\d{4}|ago|yesterday|today|last|this|past|previous|since|bef
                    re.IGNORECASE)
 
 
+# A second time named outside the phrase read ("between March and May 2025", "Q1 2025 against
+# Q2 2025"): one phrase's window would drop rows the question asks for, so no window is read.
+_OTHER_TIME = re.compile(
+    r"\bbetween\b|(?<!\d)\d{4}(?!\d)|\bmay\s+\d{4}\b|\b(?:january|jan|february|feb|march|april|apr|june|jun|"
+    r"july|jul|august|aug|september|sept|sep|october|oct|november|nov|december|dec)\b", re.IGNORECASE)
+
+
 @dataclass(frozen=True)
 class TimeWindow:
     start: datetime | None  # None = open (before ...)
@@ -115,5 +122,8 @@ def find_window(question: str, reference: datetime, parse: Parser) -> TimeWindow
             start, end = end, None
         if not _in_range(start, end):
             continue
+        rest = question[:match.start()] + " " + question[match.end():]
+        if _OTHER_TIME.search(rest):
+            return None
         return TimeWindow(start=start, end=end, text=match.group(0).strip())
     return None
