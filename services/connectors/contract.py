@@ -11,7 +11,10 @@ finds, in a stable order:
   readers means nobody but an unrestricted reader, never the whole tenant. `parts` are the ids of
   the pieces the version is made of (the messages of a thread): a later version that lacks one
   of them means that piece was deleted in the source, so the earlier versions, which still hold
-  it, are removed (the source's deletion policy) rather than merely superseded.
+  it, are removed (the source's deletion policy) rather than merely superseded. `part_dates`
+  (optional) gives each part's ISO date: a source whose exports cover a date range
+  (`dated_exports`, a Slack export of last week) fills it so that a lost part dated outside the
+  dates the run saw for its container reads as outside the export, not as deleted.
 - `Removed`: the export itself says an item is gone (a tombstone).
 - `DeadLetter`: something that could not be read; the rest of the run goes on.
 
@@ -72,6 +75,8 @@ class Version:
     # it to an orgmem group, that group stands for the members (a channel of 5,000 people is one
     # entry, not 5,000, past the access list's cap).
     group: str = ""
+    # part -> its ISO date. Empty (a source that gives none): every lost part reads as deleted.
+    part_dates: Mapping[str, str] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,9 @@ From that it tells:
 - a removal: a `Removed` from the source, a new version that lacks parts an earlier one held (a
   message deleted from a thread: every version still holding it is removed), or an item the
   export no longer holds (below). The caller applies the source's deletion policy (erase or mark).
+  For `dated_exports`, a lost part the source dated (`Version.part_dates`) outside the days this
+  run saw in its container is not deleted, only outside the export (a Slack export of last week
+  lacks a thread's earlier replies): the new version supersedes the old, and the notes count them.
 
 An item is judged gone by absence only inside what this run could see: its container (the part
 of its id before the first "/": a channel, a space) was read in this run and, for sources whose
@@ -59,6 +62,12 @@ class _Run:
         self.batch = _Batch()
         self.seen: set[str] = set()
         self.windows: dict[str, tuple[str, str]] = {}  # container -> (first, last) date seen this run
+        # container -> (first, last) UTC day of any item or part this run saw: the days a dated
+        # export covers, against which a lost part is judged deleted (inside) or not in it (outside).
+        self.days: dict[str, tuple[str, str]] = {}
+        self.dated = bool(getattr(source, "dated_exports", False))
+        self.lost: list[_Lost] = []  # versions that lack parts, judged once every day is seen
+        self.outside_parts = self.outside_items = 0
         # Removals found (item, version, reason), applied at the end of a clean run; and the
         # supersession each deleted-part version stands for when they are not.
         self.removals: list[tuple[str, str, str]] = []
@@ -71,6 +80,8 @@ class _Run:
         self.seen.add(found.item)
         date = found.document.date.isoformat() if found.document.date else None
         self._widen(found.item, date)
+        for day in (date, *found.part_dates.values()):
+            self._widen_days(found.item, day)
         if found.version in record["versions"]:
             self.report.unchanged += 1
             return
@@ -100,13 +111,15 @@ class _Run:
                 self.kept_parts += 1
                 self.batch.supersessions.append((current["sid"], sid))
             elif lost:
-                # A piece was deleted in the source: every version still holding one goes.
-                for version, held in record["versions"].items():
-                    if not held.get("gone") and set(held.get("parts", [])) & lost:
-                        self.removals.append((found.item, version, f"a part was deleted in {self.source.name}"))
-                self.instead.append((current["sid"], sid))
+                # Judged at the end of the run, once the days this run saw are known.
+                holders = {version: set(held.get("parts", [])) & lost for version, held in record["versions"].items()
+                           if not held.get("gone") and set(held.get("parts", [])) & lost}
+                dates = record.get("part_dates", {})
+                self.lost.append(_Lost(found.item, current["sid"], sid, holders, {p: dates.get(p) for p in lost}))
             else:
                 self.batch.supersessions.append((current["sid"], sid))
+        if found.part_dates:
+            record.setdefault("part_dates", {}).update(found.part_dates)
         record["versions"][found.version] = {"sid": sid, "parts": sorted(found.parts)}
         record["current"], record["date"] = found.version, date
         record.pop("gone", None)
@@ -126,6 +139,30 @@ class _Run:
         self.state.record_dead_letters([letter])
 
     # --- the end of a run -----------------------------------------------------------------------
+    def judge_lost(self) -> None:
+        """Each lost part inside the days this run saw (or undated, or of an undated source) was
+        deleted: every version still holding one goes. A version that lost only parts dated
+        outside them is superseded: they are outside this export, not deleted."""
+        for lost in self.lost:
+            first, last = self.days.get(_container(lost.item), ("", ""))
+            deleted = {part for part, date in lost.dates.items()
+                       if not self.dated or not date or first <= date[:10] <= last}
+            outside = len(lost.dates) - len(deleted)
+            self.outside_parts += outside
+            self.outside_items += bool(outside)
+            if not deleted:
+                self.report.superseded.append({"source": self.source.name, "source_id": lost.current, "by": lost.sid})
+                continue
+            for version, held in lost.holders.items():
+                if held & deleted:
+                    self.removals.append((lost.item, version, f"a part was deleted in {self.source.name}"))
+            self.instead.append((lost.current, lost.sid))
+        if self.outside_parts:
+            self.report.notes.append(
+                f"{self.outside_parts} messages or parts that {self.outside_items} items held before are not in this "
+                "export but dated outside the days it holds for their channel: not deleted, so the versions holding "
+                "them are kept (superseded), unless they also hold a part deleted inside those days")
+
     def absent(self, dated: bool) -> None:
         """Items of a container this run read, inside its dates, that the run did not see."""
         for item, record in self.items.items():
@@ -172,12 +209,31 @@ class _Run:
                                       for old, new in batch.supersessions)
         self.state.save()
 
+    def _widen_days(self, item: str, date: str | None) -> None:
+        if not date:
+            return
+        day, container = date[:10], _container(item)
+        first, last = self.days.get(container, (day, day))
+        self.days[container] = (min(first, day), max(last, day))
+
     def _widen(self, item: str, date: str | None) -> None:
         container = _container(item)
         first, last = self.windows.get(container, (date or "", date or ""))
         if date:
             first, last = min(first or date, date), max(last, date)
         self.windows[container] = (first, last)
+
+
+@dataclass
+class _Lost:
+    """A new version lacking parts earlier ones held: the item, the current and new source ids,
+    each live version with the lost parts it holds, and each lost part's date (None: undated)."""
+
+    item: str
+    current: str
+    sid: str
+    holders: dict[str, set[str]]
+    dates: dict[str, str | None]
 
 
 def _container(item: str) -> str:
@@ -210,8 +266,9 @@ def run_source(source: Source, inputs: Iterable[str | Path], sink: Sink, state: 
             finally:
                 tree.close()
         run.flush()
+        run.judge_lost()
         if run.absence and not report.dead_letters:
-            run.absent(bool(getattr(source, "dated_exports", False)))
+            run.absent(run.dated)
         if run.kept_parts:
             report.notes.append(f"{run.kept_parts} items lack messages or parts an earlier export held; a partial "
                                 "run removes nothing, so their earlier versions stay (superseded): run over a "

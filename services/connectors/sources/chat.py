@@ -83,9 +83,10 @@ def _clip(value: str, cap: int) -> str:
     return value if len(value) <= cap else value[: cap - 1] + "…"
 
 
-def thread_version(source: str, thread: Thread, where: str) -> Version | DeadLetter:
+def thread_version(source: str, thread: Thread, where: str, dated_parts: bool = False) -> Version | DeadLetter:
     """The thread's one Version, or a dead letter when it has no message or cannot be a document
-    (its text over the cap)."""
+    (its text over the cap). `dated_parts`: give each message's date (`Version.part_dates`), for a
+    source whose export may hold only some days of a thread (Slack's day files)."""
     messages = sorted(thread.messages, key=lambda m: (m.when, m.id))
     if not messages:
         return DeadLetter(source, where, "a thread with no readable message")
@@ -106,7 +107,8 @@ def thread_version(source: str, thread: Thread, where: str) -> Version | DeadLet
         return DeadLetter(source, where, f"not a document: {exc.errors()[0].get('msg', exc)}"[:500])
     return Version(item=item_of(thread), version=version_of(messages), document=document,
                    readers=tuple(dict.fromkeys(thread.readers)), private=thread.private,
-                   group=thread.group if thread.private else "", parts=frozenset(m.id for m in messages))
+                   group=thread.group if thread.private else "", parts=frozenset(m.id for m in messages),
+                   part_dates={m.id: m.when.isoformat() for m in messages} if dated_parts else {})
 
 
 def epoch_date(seconds: float, where: str) -> datetime:

@@ -13,7 +13,9 @@ metadata file lists is not read (a dead letter): its privacy is unknown, and gue
 would hand a private conversation to the whole tenant.
 
 Deleted messages (`tombstone`, `message_deleted`) are not text and not parts, so their thread's
-next version lacks them; a thread whose first message was deleted keeps its replies. Join and
+next version lacks them; a thread whose first message was deleted keeps its replies. Exports may
+cover a date range (`dated_exports`) and each part is dated (`part_dates`): an export of later days
+lacks the earlier threads and a thread's earlier replies without their reading as deleted. Join and
 leave notices are left out (counted). Mentions `<@U123>` read as the user's name; an id no user
 has stays as written and is counted (`counts["unknown_mentions"]`). Attached files are named in
 the text; the export carries their links, not their bytes (`file_documents` is the hook).
@@ -187,6 +189,9 @@ def _base(names: list[str]) -> str:
 
 class SlackSource:
     name = NAME
+    # An export may cover a date range (an administrator picks one): a thread, or a reply, missing
+    # from it is judged deleted only inside the days it holds for the channel.
+    dated_exports = True
 
     def __init__(self) -> None:
         self.counts: Counter = Counter()  # the last read's tally (see the module doc)
@@ -265,7 +270,7 @@ class SlackSource:
             if bad > LETTERS_PER_FILE:
                 yield DeadLetter(NAME, where, f"{bad - LETTERS_PER_FILE} more messages not read")
         for root in sorted(threads, key=_ts_key):
-            yield thread_version(NAME, threads[root], f"{_where(tree, channel.name)}#{root}")
+            yield thread_version(NAME, threads[root], f"{_where(tree, channel.name)}#{root}", dated_parts=True)
             yield from self.file_documents(tree, channel, threads[root])
 
     def file_documents(self, tree: ExportTree, channel: Channel, thread: Thread) -> Iterator[Found]:

@@ -1,19 +1,27 @@
 """The Slack source over generated exports: threads across days, edits, deletions, private
-conversations, attachments, mentions, and hostile files (each a dead letter, the rest read)."""
+conversations, attachments, mentions, and hostile files (each a dead letter, the rest read); the
+runner over an export of later days only: what it lacks from before them is not deleted, a reply
+deleted inside them is, and a rerun adds nothing."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import zipfile
 
 import pytest
 
 from schemas.documents import DATE_MAX
-from services.connectors.base import DeadLetter
+from services.connectors.access import AccessMap
+from services.connectors.base import ConnectorState, DeadLetter
 from services.connectors.contract import MemoryTree, Version, source_id_of
+from services.connectors.paths import PathGuard
+from services.connectors.runner import run_source
+from services.connectors.sources import slack
+from services.connectors.sources.chat import thread_version
 from services.connectors.sources.slack import SlackSource
 from services.connectors.trees import ZipTree
-from tests.unit.connectors.sources.chat_fixtures import message, slack_export, ts, write_zip
+from tests.unit.connectors.sources.chat_fixtures import message, slack_export, ts, write_folder, write_zip
 
 D1, D2, D3 = "2024-01-02", "2024-01-03", "2024-02-10"
 
@@ -221,3 +229,72 @@ def test_json_metadata_of_the_wrong_shape_is_survived():
                                              users=users, channels=channels))
     assert not letters and versions[f"C1/{ts(D1)}"].document.author == "dana"
     assert json.dumps(versions[f"C1/{ts(D1)}"].readers) == "[]"
+
+
+# --- through the runner: an export of later days only ---------------------------------------------
+W1, W2, W3 = "2024-03-01", "2024-03-09", "2024-03-12"  # week one; then two days of the next week
+
+
+def _weeks(*, delete_w3_reply: bool = False, later_only: bool = False) -> dict[str, bytes]:
+    """#general over two weeks: a thread started in week one with replies then and later, and a
+    thread of week one alone. `later_only`: the export of the later days only (W2 to W3)."""
+    root = ts(W1)
+    early = [message(root, "U1", "Plan the offsite"), message(ts(W1, 60), "U2", "Lisbon?", thread_ts=root),
+             message(ts(W1, 120), "U3", "Week one only")]
+    middle = [message(ts(W2), "U2", "Booked the venue", thread_ts=root)]
+    late = [message(ts(W3), "U3", "Flights bought", thread_ts=root)]
+    if not delete_w3_reply:
+        late.insert(0, message(ts(W3, -30), "U1", "Budget is tight", thread_ts=root))
+    days = {W2: middle, W3: late} if later_only else {W1: early, W2: middle, W3: late}
+    return slack_export({"general": days})
+
+
+@pytest.fixture
+def run(tmp_path):
+    folder, data = tmp_path / "export", tmp_path / "data"
+    sunk: list = []
+
+    def go(files):
+        if folder.exists():
+            shutil.rmtree(folder)
+        write_folder(files, folder)
+        state = ConnectorState(data, "slack", tenant="default")
+        return run_source(SlackSource(), [folder], sunk.extend, state, guard=PathGuard([tmp_path]), access=AccessMap())
+    return go, sunk
+
+
+def test_an_export_of_later_days_removes_no_reply_or_thread_dated_before_them(run):
+    go, sunk = run
+    assert go(_weeks()).documents == 2
+    full = {d.source_id.split("@")[0]: d.source_id for d in sunk}
+    report = go(_weeks(later_only=True))
+    # The thread's week-one messages and the week-one thread are outside what it covers: not deleted.
+    assert report.removed == [] and not report.dead_letters
+    assert report.documents == 1 and [s["source_id"] for s in report.superseded] == [full[f"C1/{ts(W1)}"]]
+    assert any("2 messages or parts that 1 items held before" in note for note in report.notes)
+    again = go(_weeks(later_only=True))
+    assert again.documents == 0 and again.removed == [] and again.superseded == []
+    # A full export after it lacks nothing: the earlier versions still stand, none reads as deleted.
+    assert go(_weeks()).removed == []
+
+
+def test_a_reply_deleted_on_a_day_the_later_export_covers_is_removed(run):
+    go, sunk = run
+    go(_weeks())
+    held = next(d.source_id for d in sunk if d.source_id.startswith(f"C1/{ts(W1)}@"))
+    report = go(_weeks(later_only=True, delete_w3_reply=True))
+    # W3's "Budget is tight" is gone from a day the export holds: the version holding it goes.
+    assert [(r["source_id"], r["reason"]) for r in report.removed] == [(held, "a part was deleted in slack")]
+    assert report.documents == 1 and "Budget is tight" not in sunk[-1].text
+    again = go(_weeks(later_only=True, delete_w3_reply=True))
+    assert again.documents == 0 and again.removed == [] and again.superseded == []
+
+
+def test_without_part_dates_every_lost_part_reads_as_deleted(run, monkeypatch):
+    # A source that gives no part dates keeps the old rule (as does a cursor written before them:
+    # the lost parts' dates come from the versions that held them).
+    go, _ = run
+    monkeypatch.setattr(slack, "thread_version", lambda *args, dated_parts=False: thread_version(*args))
+    go(_weeks())
+    report = go(_weeks(later_only=True))
+    assert len(report.removed) == 1 and report.removed[0]["reason"] == "a part was deleted in slack"
