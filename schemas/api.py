@@ -44,7 +44,8 @@ class QueryRequest(BaseModel):
         "How a chat turn matches, where not as every other row: a turn seldom holds a share of a long "
         "question's terms, its session does (the default preset: any)."))
     preset: str | None = None
-    weights: dict[Literal["lex", "tag", "vec"], float] | None = None
+    weights: dict[Literal["lex", "tag", "vec", "people"], float] | None = Field(default=None, description=(
+        "Leg weights over the preset's; `people` weighs the people rule's leg (people_rules)."))
     # Each value as long as the field it filters may be (a 9 KB filter value is refused).
     kinds: list[Value] | None = None
     authors: list[Name] | None = None
@@ -62,6 +63,10 @@ class QueryRequest(BaseModel):
     reference_time: datetime | None = Field(default=None, description=(
         "The \"now\" a relative phrase is read against (two weeks ago, last month); default: as_of if given, "
         "else the server's time. Only read with time_rules."))
+    people_rules: bool = Field(default=False, description=(
+        "Rank higher the rows written by the persons `q` names (an address, a display name, or a first name "
+        "only one known person has) among the caller's people directory; the persons read are the "
+        "response's `people_named` (docs/people.md)."))
 
     @model_validator(mode="after")
     def _one_lexical_match(self) -> QueryRequest:
@@ -119,6 +124,11 @@ class TimeWindowApplied(BaseModel):
     phrase: str = Field(description="The words of the question the window was read from.")
 
 
+class PersonNamed(BaseModel):
+    person_id: str = Field(description="The person's id in GET /v1/people.")
+    phrase: str = Field(description="The words of the question that named them.")
+
+
 class QueryResponse(BaseModel):
     rows: list[QueryHit]
     evidence: str
@@ -132,6 +142,9 @@ class QueryResponse(BaseModel):
     applied_position: int
     time_window: TimeWindowApplied | None = Field(default=None, description=(
         "The window read from the question under time_rules; null when time_rules is off or `q` names no time."))
+    people_named: list[PersonNamed] | None = Field(default=None, description=(
+        "The persons read from the question under people_rules (their rows were ranked higher); "
+        "null when people_rules is off."))
 
 
 class RowResponse(BaseModel):

@@ -99,10 +99,11 @@ class Memory:
             overrides["weights"] = {**base.weights, **weights}
         return base.with_overrides(**overrides)
 
-    def query(self, q: str, scope: Scope, config: RetrievalConfig, after: int | None = None, wait_s: float = 30.0) -> Retrieval:
+    def query(self, q: str, scope: Scope, config: RetrievalConfig, after: int | None = None, wait_s: float = 30.0,
+              people=None) -> Retrieval:
         if after is not None and not self.projection.wait_for(after, wait_s):
             raise NotReady(f"after: position {after} not indexed within {wait_s:g} s (indexed: {self.projection.applied})")
-        return self._retriever.retrieve(q, scope, config)
+        return self._retriever.retrieve(q, scope, config, people)
 
     def scope_for(self, caller: Caller, **bounds) -> Scope:
         sets = {key: frozenset(v) if v is not None else None for key, v in bounds.items() if key in ("kinds", "authors", "threads")}

@@ -10,6 +10,7 @@ directory is never older than the rows it was built from.
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from datetime import datetime
 
 from schemas.rows import Row
 from services.core.people import Person, build
+from services.core.people_mentions import NameIndex, name_index
 from services.core.scope import Scope, admits
 
 # Per memory; one entry per (tenant, position, readers) seen lately. Under steady ingest every
@@ -40,25 +42,42 @@ class Listed:
 
 class Directory:
     def __init__(self, persons: dict[str, Person], rows: list[Row]) -> None:
+        self.built = time.monotonic()
         self.persons = persons
+        self._names: NameIndex | None = None
         self.rows = [Listed(r.row_id, r.event_time, r.kind, r.title, r.thread, r.author, tuple(r.participants))
                      for r in rows]
+
+    @property
+    def names(self) -> NameIndex:
+        """The names the query's people rule looks up, built on first use (a race builds it twice)."""
+        if self._names is None:
+            self._names = name_index(self.persons)
+        return self._names
 
 
 _caches: "weakref.WeakKeyDictionary[object, OrderedDict]" = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
-def directory_for(memory, caller, mapping: dict[str, str] | None = None) -> Directory:
-    """The persons met in the caller's readable rows (author and participants)."""
-    key = (caller.tenant, memory.applied_for(caller.tenant),
-           None if caller.readers is None else tuple(sorted(caller.readers)),
-           tuple(sorted((mapping or {}).items())))
+def directory_for(memory, caller, mapping: dict[str, str] | None = None, max_age_s: float | None = None) -> Directory:
+    """The persons met in the caller's readable rows (author and participants). With max_age_s,
+    a directory of the same reader built at most that long ago will do, even if rows were written
+    since (the query's people rule: under steady ingest every write would rebuild it otherwise)."""
+    readers = None if caller.readers is None else tuple(sorted(caller.readers))
+    settings = tuple(sorted((mapping or {}).items()))
+    key = (caller.tenant, memory.applied_for(caller.tenant), readers, settings)
     with _lock:
         cache = _caches.setdefault(memory, OrderedDict())
         if key in cache:
             cache.move_to_end(key)
             return cache[key]
+        if max_age_s is not None:
+            now = time.monotonic()
+            for (tenant, _position, their_readers, their_settings), directory in reversed(cache.items()):
+                if (tenant, their_readers, their_settings) == (caller.tenant, readers, settings) \
+                        and now - directory.built <= max_age_s:
+                    return directory
     scope: Scope = memory.scope_for(caller)
     # The store filters by scope; admits is checked again per row so the directory holds by
     # the same reference semantics every leg is tested against.

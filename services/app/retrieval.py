@@ -25,6 +25,14 @@ from services.ports import Embedder, Hit, LexicalIndex, RowReader, RowStore, Vec
 
 # Rows a query's named source ids may bring in: one id names a row per source.
 NAMED_ROWS = 20
+# The people rule's leg (services.core.people_mentions): rows written by the persons the question names.
+PEOPLE_LEG = "people"
+
+
+@dataclass(frozen=True)
+class PeopleLeg:
+    aliases: frozenset[str]  # every alias string of the persons named (row.author is one of them)
+    query: str  # the question less the words that named them
 
 
 @dataclass(frozen=True)
@@ -67,9 +75,14 @@ class Retriever:
     def close(self) -> None:
         self._lexical.shutdown(wait=False, cancel_futures=True)
 
-    def retrieve(self, query: str, scope: Scope, config: RetrievalConfig) -> Retrieval:
+    def retrieve(self, query: str, scope: Scope, config: RetrievalConfig, people: PeopleLeg | None = None) -> Retrieval:
         if problem := weights_problem(config.weights):
             raise Invalid(problem)
+        people_weight = config.weights.get(PEOPLE_LEG, config.people_weight)
+        if people is not None and people.aliases and people_weight > 0:
+            config = replace(config, weights={**config.weights, PEOPLE_LEG: people_weight})
+        else:
+            people = None
         timings: dict[str, float] = {}
         clock = started = time.perf_counter()
         stages: list[Stage] | None = [] if self.tracer is not None else None  # kept for spans only
@@ -85,7 +98,7 @@ class Retriever:
         if scope.known_at is not None:
             scope = replace(scope, inactive_at_known=self.rows.inactive_at(scope.tenant, scope.known_at))
             lap("known_at")  # the rows inactive at known_at, which every leg's scope needs
-        lexical = self._lexical.submit(self._lexical_stage, query, scope, config, stages)
+        lexical = self._lexical.submit(self._lexical_stage, query, scope, config, stages, people)
         taking_part = active_legs(config)  # a leg of weight 0 is not run at all
         query_vector = None
         if "vec" in taking_part or config.selector == "pursuit":
@@ -137,7 +150,8 @@ class Retriever:
             versions=found_versions,
         )
 
-    def _lexical_stage(self, query: str, scope: Scope, config: RetrievalConfig, stages: list[Stage] | None = None):
+    def _lexical_stage(self, query: str, scope: Scope, config: RetrievalConfig, stages: list[Stage] | None = None,
+                       people: PeopleLeg | None = None):
         """The lexical and tag legs, their rows' ranking fields, and the newest rows for the
         reserve's fill: everything of a query that does not need its embedding."""
         started = time.perf_counter()
@@ -147,6 +161,8 @@ class Retriever:
             legs["lex"] = self.lexical.search_text(content_terms(query), scope, config.candidates, config.term_match)
         if "tag" in taking_part:
             legs["tag"] = self.lexical.search_tags(tag_candidates(query), scope, config.candidates)
+        if people is not None:
+            legs[PEOPLE_LEG] = self._people_leg(people, scope, config)
         named = self.rows.named(scope, named_source_ids(query), NAMED_ROWS) if config.named_rows else []
         searched = time.perf_counter()
         heads = self.rows.heads([h.row_id for hits in legs.values() for h in hits])
@@ -162,6 +178,19 @@ class Retriever:
         if stages is not None:
             stages.extend((("lexical", started, searched), ("rows_lexical", searched, done)))
         return legs, heads, newest, timings
+
+    def _people_leg(self, people: PeopleLeg, scope: Scope, config: RetrievalConfig) -> list[Hit]:
+        """The persons' own rows that match the rest of the question (any of its terms: a name
+        already narrowed them), or, for a question of nothing but names, their newest rows."""
+        authors = people.aliases if scope.authors is None else people.aliases & scope.authors
+        theirs = replace(scope, authors=frozenset(authors))
+        terms = content_terms(people.query)
+        if terms:
+            # Any term, and every term counts: a term too common to require across the store
+            # (lexical_common_share) may be the one that tells apart the person's own rows.
+            match = replace(config, lexical_match="any", lexical_turn_match=None, lexical_common_share=1.0).term_match
+            return self.lexical.search_text(terms, theirs, config.candidates, match)
+        return [Hit(head.row_id, 1.0) for head in self.rows.recent(theirs, exclude=[], limit=config.candidates)]
 
     def _trace(self, query: str, scope: Scope, config: RetrievalConfig, started: float, stages: list[Stage],
                legs: dict[str, list[Hit]], fusion: Fusion, rows: dict[str, Row]) -> None:

@@ -55,6 +55,8 @@ class RetrievalConfig:
     # named_source_ids) come first, before the selector's rows: a connector keeps such an id as the
     # row's source_id, not in its text, so no leg finds the row by it.
     named_rows: bool = False
+    # The people rule's leg (a query with people_rules naming a known person): its RRF weight.
+    people_weight: float = 1.0
 
     def __post_init__(self) -> None:
         self.term_match  # noqa: B018 - a bad lexical setting fails when the config is made, not at query time

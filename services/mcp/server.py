@@ -56,9 +56,14 @@ def build_server(tools: MemoryTools, caller_of: CallerOf) -> MCPServer:
         authors: Values = None,
         threads: Values = None,
         after: Annotated[int | None, Field(description="A position add_documents returned: wait until it is searchable")] = None,
+        people_rules: Annotated[bool, Field(description=(
+            "Rank higher what the people the question names wrote (a full name, address, or unique first name)"))] = False,
+        time_rules: Annotated[bool, Field(description=(
+            "Read a time phrase in the question (in March 2025, last quarter) as a window on dates"))] = False,
     ) -> dict[str, Any]:
         return await tools.search(caller_of(ctx), q, as_of=as_of, known_at=known_at, k=k, kinds=kinds,
-                                  authors=authors, threads=threads, after=after)
+                                  authors=authors, threads=threads, after=after,
+                                  people_rules=people_rules, time_rules=time_rules)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=True), description=(
         "Answer a question from the organization's memory: the documents search_memory would find are "
@@ -76,9 +81,14 @@ def build_server(tools: MemoryTools, caller_of: CallerOf) -> MCPServer:
         authors: Values = None,
         threads: Values = None,
         after: Annotated[int | None, Field(description="A position add_documents returned: wait until it is searchable")] = None,
+        people_rules: Annotated[bool, Field(description=(
+            "Rank higher what the people the question names wrote (a full name, address, or unique first name)"))] = False,
+        time_rules: Annotated[bool, Field(description=(
+            "Read a time phrase in the question (in March 2025, last quarter) as a window on dates"))] = False,
     ) -> dict[str, Any]:
         return await tools.answer(caller_of(ctx), q, as_of=as_of, known_at=known_at, k=k, kinds=kinds,
-                                  authors=authors, threads=threads, after=after)
+                                  authors=authors, threads=threads, after=after,
+                                  people_rules=people_rules, time_rules=time_rules)
 
     @server.tool(annotations=READ_ONLY, description=(
         "Read one document whole by its row_id (from search_memory or a thread): every field, its state "

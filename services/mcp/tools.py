@@ -78,22 +78,27 @@ class MemoryTools:
 
     async def search(self, caller: Caller, q: str, *, as_of: datetime | None = None, known_at: datetime | None = None,
                      k: int | None = None, kinds: list[str] | None = None, authors: list[str] | None = None,
-                     threads: list[str] | None = None, after: int | None = None) -> dict:
+                     threads: list[str] | None = None, after: int | None = None, people_rules: bool = False,
+                     time_rules: bool = False) -> dict:
         with as_tool_errors():
             # A bare date ("2025-07-01") is midnight UTC, as a document's date is.
             body = QueryRequest(q=q, as_of=_utc(as_of), known_at=_utc(known_at), k=k, kinds=kinds, authors=authors,
-                                threads=threads, after=after)
+                                threads=threads, after=after, people_rules=people_rules, time_rules=time_rules)
             answer = await routes.answer_query(body, self.state, caller)
         return {"rows": [hit.model_dump(mode="json", exclude=SCORING_FIELDS) for hit in answer.rows],
-                "matched": answer.matched, "applied_position": answer.applied_position}
+                "matched": answer.matched, "applied_position": answer.applied_position,
+                **({"people_named": [p.model_dump() for p in answer.people_named]} if people_rules else {}),
+                **({"time_window": answer.time_window.model_dump(mode="json") if answer.time_window else None}
+                   if time_rules else {})}
 
     async def answer(self, caller: Caller, q: str, *, as_of: datetime | None = None, known_at: datetime | None = None,
                      k: int | None = None, kinds: list[str] | None = None, authors: list[str] | None = None,
-                     threads: list[str] | None = None, after: int | None = None) -> dict:
+                     threads: list[str] | None = None, after: int | None = None, people_rules: bool = False,
+                     time_rules: bool = False) -> dict:
         """POST /v1/answer as this caller: the answer, its checked citations and what is missing."""
         with as_tool_errors():
             body = AnswerRequest(q=q, as_of=_utc(as_of), known_at=_utc(known_at), k=k, kinds=kinds, authors=authors,
-                                 threads=threads, after=after)
+                                 threads=threads, after=after, people_rules=people_rules, time_rules=time_rules)
             answer = await answer_route.answer(body, self.state, caller)
         return answer.model_dump(mode="json")
 

@@ -108,3 +108,36 @@ def _system(tenant):
     from services.core.caller import Caller
 
     return Caller(tenant=tenant)
+
+
+def test_people_rule_reads_only_persons_the_caller_may_see_and_ranks_their_rows(tmp_path):
+    data = tmp_path / "data"
+    writer = create_key(data, role="writer", principal="walt@acme.example", groups=("board",))
+    reader = create_key(data, role="reader", principal="rita@acme.example", groups=("eng",))
+    board = create_key(data, role="reader", principal="bo@acme.example", groups=("board",))
+    with served(data) as (server, memory):
+        made = call(server, writer, "POST", "/v1/documents", json={"documents": DOCS})
+        assert made.status_code == 200, made.text
+        after = made.json()["position"]
+
+        def ask(token, q, **extra):
+            r = call(server, token, "POST", "/v1/query", json={"q": q, "after": after, **extra})
+            assert r.status_code == 200, r.text
+            return r.json()
+
+        # Met only in a board row: to an eng reader, Vera is no one, and her row never comes back.
+        hidden = ask(reader, "What did Vera Secret say about pricing?", people_rules=True)
+        assert hidden["people_named"] == []
+        assert all("Vera" not in row["author"] for row in hidden["rows"])
+        seen = ask(board, "What did Vera Secret say about pricing?", people_rules=True)
+        assert [n["phrase"] for n in seen["people_named"]] == ["Vera Secret"]
+        assert seen["leg_sizes"].get("people") == 1
+        assert [row["author"] for row in seen["rows"] if "people" in row["leg_ranks"]] == [
+            "Vera Secret <vera@acme.example>"]
+
+        # Dana Lee's rows lead; Dana Li (a look-alike) is not read as her.
+        dana = ask(reader, "What did Dana Lee write on pricing?", people_rules=True)
+        assert len(dana["people_named"]) == 1
+        in_leg = {row["author"] for row in dana["rows"] if "people" in row["leg_ranks"]}
+        assert in_leg == {"Dana Lee <dana@acme.example>", "dana@acme.example"}
+        assert ask(reader, "What did Dana Lee write on pricing?")["people_named"] is None  # switched off

@@ -13,6 +13,7 @@ from fastapi.concurrency import run_in_threadpool
 from schemas.api import (
     IngestRequest,
     IngestResponse,
+    PersonNamed,
     QueryHit,
     QueryRequest,
     QueryResponse,
@@ -25,6 +26,10 @@ from schemas.documents import DATE_MAX, DATE_MIN  # the window every entry point
 from services.api.deps import CurrentCaller, State, Writer
 from services.api.problems import ApiProblem, invalid_request
 from services.api.routes.people import authors_for
+from services.app.people import directory_for
+from services.app.retrieval import PeopleLeg
+from services.core.people import aliases_of
+from services.core.people_mentions import named_in, without_names
 from services.app.time_parse import question_window
 from services.core.evidence import render_evidence
 from services.core.positions import lane_of
@@ -130,7 +135,8 @@ async def answer_query(body: QueryRequest, s: State, caller: CurrentCaller) -> Q
                                threads=body.threads)
     if body.after is not None:
         await wait_for_position(s.memory, body.after, limits.read_your_writes_timeout_s)
-    result = await run_in_threadpool(s.memory.query, body.q, scope, config)
+    people, named = await run_in_threadpool(people_rule, body, s.memory, caller) if body.people_rules else (None, None)
+    result = await run_in_threadpool(s.memory.query, body.q, scope, config, None, 30.0, people)
     rows = [sel.row for sel in result.selected]
     versions = {row_id: _version(v) for row_id, v in result.versions.items()}
     return QueryResponse(
@@ -144,7 +150,25 @@ async def answer_query(body: QueryRequest, s: State, caller: CurrentCaller) -> Q
         matched=result.matched, leg_sizes=result.leg_sizes, timings_ms=result.timings_ms,
         applied_position=s.memory.applied_for(caller.tenant),
         time_window=window,
+        people_named=named,
     )
+
+
+# How old a people directory the query's people rule may use: under steady ingest each write would
+# otherwise rebuild it (tens of ms at 20k rows); a person first met less than this long ago is not read.
+PEOPLE_RULE_DIRECTORY_AGE_S = 30.0
+
+
+def people_rule(body: QueryRequest, memory, caller) -> tuple[PeopleLeg | None, list[PersonNamed]]:
+    """The persons the question names among the caller's directory, and the leg of their rows."""
+    directory = directory_for(memory, caller, max_age_s=PEOPLE_RULE_DIRECTORY_AGE_S)
+    persons = directory.persons
+    named = named_in(body.q, persons, directory.names)
+    reported = [PersonNamed(person_id=n.person_id, phrase=n.phrase) for n in named]
+    if not named:
+        return None, reported
+    aliases = frozenset(aliases_of(persons, [n.person_id for n in named]))
+    return PeopleLeg(aliases, without_names(body.q, named)), reported
 
 
 def _utc(moment: datetime | None) -> datetime | None:
