@@ -28,8 +28,9 @@ from pathlib import Path
 
 from bench.retrieval.synthetic_org import FILLER, THREADS, connector_documents
 from schemas.documents import DocumentIn
-from services.demo.synthetic_org import generate
 from services.core.write_rules import row_id_for
+from services.demo.cast import PEOPLE
+from services.demo.synthetic_org import generate
 
 K = 10
 WEIGHTS = (0.5, 1.0, 2.0, 4.0)
@@ -51,8 +52,7 @@ def _records(thread: dict) -> list[dict]:
 
 def questions_of(org) -> list[dict]:
     """Person and time questions over each thread, with gold row ids and the tuning half."""
-    out, emails = [], {}
-    from services.demo.cast import PEOPLE
+    out = []
     emails = {p.name: p.email for p in PEOPLE}
     half = len(org.threads) // 2
     for n, thread in enumerate(org.threads):

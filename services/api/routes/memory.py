@@ -28,10 +28,10 @@ from services.api.problems import ApiProblem, invalid_request
 from services.api.routes.people import authors_for
 from services.app.people import directory_for
 from services.app.retrieval import PeopleLeg
-from services.core.people import aliases_of
-from services.core.people_mentions import named_in, without_names
 from services.app.time_parse import question_window
 from services.core.evidence import render_evidence
+from services.core.people import aliases_of
+from services.core.people_mentions import named_in, without_names
 from services.core.positions import lane_of
 from services.core.retrieval_config import weights_problem
 from services.core.versions import Version
