@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from schemas.documents import DocumentIn, Name, Value
 from schemas.rows import Row, RowChange
@@ -67,6 +67,13 @@ class QueryRequest(BaseModel):
         "Rank higher the rows written by the persons `q` names (an address, a display name, or a first name "
         "only one known person has) among the caller's people directory; the persons read are the "
         "response's `people_named` (docs/people.md)."))
+
+    @field_validator("as_of", "known_at", "reference_time")
+    @classmethod
+    def _naive_is_utc(cls, value: datetime | None) -> datetime | None:
+        # Only a missing zone is filled in: converting an offset could overflow at year 9999, and
+        # comparisons with an aware bound are exact as they are.
+        return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
 
     @model_validator(mode="after")
     def _one_lexical_match(self) -> QueryRequest:

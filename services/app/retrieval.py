@@ -17,6 +17,7 @@ from services.core.ranking import NAMED_LEG, Fusion, active_legs, order_versions
 from services.core.reserve import Pick
 from services.core.retrieval_config import RetrievalConfig, weights_problem
 from services.core.scope import Scope
+from services.core.term_match import TermMatch
 from services.core.text import content_terms, named_source_ids, tag_candidates
 from services.core.versions import Version, versions, wanted
 from services.errors import Invalid
@@ -27,6 +28,10 @@ from services.ports import Embedder, Hit, LexicalIndex, RowReader, RowStore, Vec
 NAMED_ROWS = 20
 # The people rule's leg (services.core.people_mentions): rows written by the persons the question names.
 PEOPLE_LEG = "people"
+# Any term, and every term counts: a term too common to require across the store may be the one
+# that tells apart the person's own rows. Measured against "all" and "adaptive" on seeds 5-8 of
+# bench.people (docs/people.md): "any" 0.987, "adaptive" 0.971, "all" 0.929 (no gain) recall@10.
+PEOPLE_MATCH = TermMatch("any", common_share=1.0)
 
 
 @dataclass(frozen=True)
@@ -186,10 +191,7 @@ class Retriever:
         theirs = replace(scope, authors=frozenset(authors))
         terms = content_terms(people.query)
         if terms:
-            # Any term, and every term counts: a term too common to require across the store
-            # (lexical_common_share) may be the one that tells apart the person's own rows.
-            match = replace(config, lexical_match="any", lexical_turn_match=None, lexical_common_share=1.0).term_match
-            return self.lexical.search_text(terms, theirs, config.candidates, match)
+            return self.lexical.search_text(terms, theirs, config.candidates, PEOPLE_MATCH)
         return [Hit(head.row_id, 1.0) for head in self.rows.recent(theirs, exclude=[], limit=config.candidates)]
 
     def _trace(self, query: str, scope: Scope, config: RetrievalConfig, started: float, stages: list[Stage],

@@ -230,6 +230,17 @@ def _collect(part: Message, body: _Body) -> None:
         body.attachments.append((f"inline {part.get_content_type()}", _part_text(part, body)))
 
 
+def _named_sender(senders: list[tuple[str, str]]) -> str | None:
+    """The first sender as "Name <address>" when From gave a display name that is not itself an
+    address and cannot be misread as one."""
+    if not senders:
+        return None
+    name, address = " ".join(senders[0][0].split()), senders[0][1]
+    if not name or any(ch in name for ch in "<>@") or name.lower() == address.lower():
+        return None
+    return f"{name} <{address}>"
+
+
 def parse_email(raw: bytes, *, acl_from_participants: bool = False) -> ParsedEmail:
     """One RFC 5322 message (bytes) -> a DocumentIn. Raises EmailParseError naming the field."""
     if not raw.strip():
@@ -276,6 +287,11 @@ def parse_email(raw: bytes, *, acl_from_participants: bool = False) -> ParsedEma
     if acl_from_participants:
         # The sender and blind-copied readers hold the message too, so they keep access.
         acl = list(dict.fromkeys(([author] if "@" in author else []) + participants + [a for _, a in bcc]))
+    if named := _named_sender(senders):
+        # The author stays the bare address (row ids, `authors` filters and erasures match it);
+        # the From pair as written is kept among the participants so the people directory can
+        # join this address to the display name that meetings and tickets use for the same human.
+        participants.append(named)
     for name, values, limit in (("participants", participants, MAX_NAME_CHARS), ("acl", acl, MAX_VALUE_CHARS)):
         if long := [v for v in values if len(v) > limit]:
             warnings.append(f"{name}: {len(long)} addresses over {limit} characters left out")

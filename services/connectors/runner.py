@@ -79,9 +79,10 @@ class _Run:
         record = self.items.setdefault(found.item, {"versions": {}, "current": None})
         self.seen.add(found.item)
         date = found.document.date.isoformat() if found.document.date else None
-        self._widen(found.item, date)
+        container = _container(found.item)
+        _widen(self.windows, container, date)
         for day in (date, *found.part_dates.values()):
-            self._widen_days(found.item, day)
+            _widen(self.days, container, day[:10] if day else None)
         if found.version in record["versions"]:
             self.report.unchanged += 1
             return
@@ -209,19 +210,14 @@ class _Run:
                                       for old, new in batch.supersessions)
         self.state.save()
 
-    def _widen_days(self, item: str, date: str | None) -> None:
-        if not date:
-            return
-        day, container = date[:10], _container(item)
-        first, last = self.days.get(container, (day, day))
-        self.days[container] = (min(first, day), max(last, day))
 
-    def _widen(self, item: str, date: str | None) -> None:
-        container = _container(item)
-        first, last = self.windows.get(container, (date or "", date or ""))
-        if date:
-            first, last = min(first or date, date), max(last, date)
-        self.windows[container] = (first, last)
+def _widen(spans: dict[str, tuple[str, str]], container: str, value: str | None) -> None:
+    """Stretch a container's (first, last) span to hold `value`; an undated value still marks the
+    container as read this run, with an empty span until a dated one comes."""
+    first, last = spans.get(container, (value or "", value or ""))
+    if value:
+        first, last = min(first or value, value), max(last, value)
+    spans[container] = (first, last)
 
 
 @dataclass

@@ -129,13 +129,22 @@ class _Groups:
             self.parent[max(ra, rb)] = min(ra, rb)
 
 
+_SELF = "self"  # the author named again among the participants: counted as an alias, not a role
+
+
 def _observations(rows: Iterable[Row]):
     for row in rows:
         if row.author:
             yield row, "author", row.author
+        author = parse(row.author)
         for participant in row.participants:
-            if participant != row.author:
-                yield row, "participant", participant
+            if participant == row.author:
+                continue
+            # A mail names its sender among the participants as "Name <address>" (the author
+            # is the bare address): another form of the author, an alias but not a second role.
+            own = author is not None and author.address is not None \
+                and (theirs := parse(participant)) is not None and theirs.address == author.address
+            yield row, _SELF if own else "participant", participant
 
 
 def build(rows: Iterable[Row], mapping: Mapping[str, str] | None = None) -> dict[str, Person]:
@@ -195,7 +204,8 @@ def _persons(seen, node_of, groups) -> dict[str, Person]:
         if identity.name:
             tally = names.setdefault(person_id, {})
             tally[identity.name] = tally.get(identity.name, 0) + count
-        person.roles[role] = person.roles.get(role, 0) + count
+        if role != _SELF:
+            person.roles[role] = person.roles.get(role, 0) + count
     for person_id, person in persons.items():
         tally = names.get(person_id)
         person.display_name = (max(sorted(tally), key=tally.get) if tally

@@ -171,17 +171,13 @@ def people_rule(body: QueryRequest, memory, caller) -> tuple[PeopleLeg | None, l
     return PeopleLeg(aliases, without_names(body.q, named)), reported
 
 
-def _utc(moment: datetime | None) -> datetime | None:
-    return moment.replace(tzinfo=UTC) if moment is not None and moment.tzinfo is None else moment
-
-
 def time_bounds(body: QueryRequest) -> tuple[datetime | None, datetime | None, TimeWindowApplied | None]:
     """(as_of, since, the window applied): with time_rules, the question's time phrase narrows the
     event-date bounds; it never widens as_of."""
-    as_of = _utc(body.as_of)
+    as_of = body.as_of
     if not body.time_rules:
         return as_of, None, None
-    reference = _utc(body.reference_time) or as_of or datetime.now(UTC)
+    reference = body.reference_time or as_of or datetime.now(UTC)
     found = question_window(body.q, reference)
     if found is None:
         return as_of, None, None

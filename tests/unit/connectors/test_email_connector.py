@@ -42,7 +42,9 @@ def test_plain_message_becomes_one_document():
     assert doc.date == datetime(2000, 11, 14, 16, 22, tzinfo=UTC)
     assert doc.thread == "root@example.com"
     assert doc.title == "Budget for Q3"
-    assert doc.participants == ["bob@example.com", "carol@example.com", "dave@example.com"]
+    # The sender's From pair closes the list: the people directory joins name and address by it.
+    assert doc.participants == ["bob@example.com", "carol@example.com", "dave@example.com",
+                                "Alice Smith <alice.smith@example.com>"]
     assert doc.tags == ["subject:budget for q3"]
     assert doc.acl == []
     assert doc.text.startswith("From: Alice Smith <alice.smith@example.com>\nTo: bob@example.com, Carol <carol@example.com>")
@@ -56,6 +58,17 @@ def test_thread_falls_back_to_in_reply_to_then_own_id_then_subject():
     no_ids = parse_email(message(msg_id=None, subject="RE: Fwd: [ops] Budget  for Q3")).document
     assert no_ids.thread == "subject:budget for q3"
     assert no_ids.tags == ["subject:budget for q3", "label:ops"]
+
+
+@pytest.mark.parametrize("sender", ["alice@example.com", "<alice@example.com>",
+                                    '"bob@evil.example" <alice@example.com>', '"Eve <x>" <alice@example.com>',
+                                    '"alice@example.com" <alice@example.com>'])
+def test_sender_named_form_only_from_a_plain_display_name(sender):
+    # A display name that is itself an address, or holds angle brackets, could be read as
+    # another person's address by the directory: only plain names are kept.
+    doc = parse_email(message(sender=sender)).document
+    assert doc.author == "alice@example.com"
+    assert doc.participants == ["bob@example.com", "carol@example.com", "dave@example.com"]
 
 
 def test_missing_message_id_uses_sha256_of_the_bytes():

@@ -97,6 +97,26 @@ def test_roles_count_author_and_participant():
     assert persons["b@x.example"].roles == {"author": 1, "participant": 1}
 
 
+def test_a_mail_sender_named_among_participants_joins_the_meeting_name_as_author():
+    # The mail connector stores the sender as a bare address and adds "Name <address>" to the
+    # participants; a meeting wrote the display name alone.
+    rows = [row(1, "dana@acme.example", ["bob@acme.example", "Dana Lee <dana@acme.example>"]),
+            row(2, "Dana Lee"), row(3, "bob@acme.example", ["dana@acme.example"])]
+    persons = {p.display_name: p for p in build(rows).values()}
+    assert set(persons) == {"Dana Lee", "bob@acme.example"}
+    dana = persons["Dana Lee"]
+    assert dana.aliases == {"dana@acme.example", "Dana Lee <dana@acme.example>", "Dana Lee"}
+    # Her own named form is an alias of the author, not a second role; row 3 makes her a participant.
+    assert dana.roles == {"author": 2, "participant": 1}
+
+
+def test_another_persons_named_form_among_participants_stays_a_participant():
+    rows = [row(1, "dana@acme.example", ["Bob Ray <bob@acme.example>"])]
+    persons = {p.display_name: p for p in build(rows).values()}
+    assert persons["Bob Ray"].roles == {"participant": 1}
+    assert persons["dana@acme.example"].roles == {"author": 1}
+
+
 def test_aliases_of_and_prefix():
     rows = [row(1, "Dana Lee <dana@acme>"), row(2, "Kim Li <kim@acme>")]
     persons = build(rows)

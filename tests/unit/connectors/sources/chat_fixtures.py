@@ -4,10 +4,16 @@ from a real export): a Slack workspace export as a MemoryTree's files, a folder 
 from __future__ import annotations
 
 import json
+import shutil
 import stat
 import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
+
+from services.connectors.access import AccessMap
+from services.connectors.base import ConnectorState
+from services.connectors.paths import PathGuard
+from services.connectors.runner import run_source
 
 USERS = [
     {"id": "U1", "name": "dana", "real_name": "Dana Lee", "profile": {"display_name": "Dana", "real_name": "Dana Lee"}},
@@ -74,3 +80,18 @@ def write_zip(files: dict[str, bytes], path: Path) -> Path:
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, data)
     return path
+
+
+def export_runs(source, tmp_path: Path):
+    """(go, sunk): go(files) writes `files` as a fresh export folder and runs `source` over it
+    through the runner with one data folder across calls; sunk collects every document sent."""
+    folder, data = tmp_path / "export", tmp_path / "data"
+    sunk: list = []
+
+    def go(files):
+        if folder.exists():
+            shutil.rmtree(folder)
+        write_folder(files, folder)
+        state = ConnectorState(data, source.name, tenant="default")
+        return run_source(source, [folder], sunk.extend, state, guard=PathGuard([tmp_path]), access=AccessMap())
+    return go, sunk

@@ -6,22 +6,18 @@ deleted inside them is, and a rerun adds nothing."""
 from __future__ import annotations
 
 import json
-import shutil
 import zipfile
 
 import pytest
 
 from schemas.documents import DATE_MAX
-from services.connectors.access import AccessMap
-from services.connectors.base import ConnectorState, DeadLetter
+from services.connectors.base import DeadLetter
 from services.connectors.contract import MemoryTree, Version, source_id_of
-from services.connectors.paths import PathGuard
-from services.connectors.runner import run_source
 from services.connectors.sources import slack
 from services.connectors.sources.chat import thread_version
 from services.connectors.sources.slack import SlackSource
 from services.connectors.trees import ZipTree
-from tests.unit.connectors.sources.chat_fixtures import message, slack_export, ts, write_folder, write_zip
+from tests.unit.connectors.sources.chat_fixtures import export_runs, message, slack_export, ts, write_folder, write_zip
 
 D1, D2, D3 = "2024-01-02", "2024-01-03", "2024-02-10"
 
@@ -251,16 +247,7 @@ def _weeks(*, delete_w3_reply: bool = False, later_only: bool = False) -> dict[s
 
 @pytest.fixture
 def run(tmp_path):
-    folder, data = tmp_path / "export", tmp_path / "data"
-    sunk: list = []
-
-    def go(files):
-        if folder.exists():
-            shutil.rmtree(folder)
-        write_folder(files, folder)
-        state = ConnectorState(data, "slack", tenant="default")
-        return run_source(SlackSource(), [folder], sunk.extend, state, guard=PathGuard([tmp_path]), access=AccessMap())
-    return go, sunk
+    return export_runs(SlackSource(), tmp_path)
 
 
 def test_an_export_of_later_days_removes_no_reply_or_thread_dated_before_them(run):

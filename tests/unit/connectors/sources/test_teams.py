@@ -13,13 +13,11 @@ import zipfile
 import pytest
 
 from services.connectors.access import AccessMap
-from services.connectors.base import ConnectorState, DeadLetter
+from services.connectors.base import DeadLetter
 from services.connectors.contract import MemoryTree, Removed, Version, source_id_of
-from services.connectors.paths import PathGuard
-from services.connectors.runner import run_source
 from services.connectors.sources.teams import TeamsSource, html_text
 from services.connectors.trees import ZipTree
-from tests.unit.connectors.sources.chat_fixtures import write_folder, write_zip
+from tests.unit.connectors.sources.chat_fixtures import export_runs, write_folder, write_zip
 from tests.unit.connectors.sources.teams_fixtures import (
     DANA,
     LEE,
@@ -242,14 +240,7 @@ def test_folder_names_with_separators_cannot_collide():
 
 @pytest.fixture
 def run(tmp_path):
-    folder, data = tmp_path / "export", tmp_path / "data"
-    sunk: list = []
-
-    def go(files):
-        write_folder(files, folder)
-        state = ConnectorState(data, "teams", tenant="default")
-        return run_source(TeamsSource(), [folder], sunk.extend, state, guard=PathGuard([tmp_path]), access=AccessMap())
-    return go, sunk
+    return export_runs(TeamsSource(), tmp_path)
 
 
 def test_through_the_runner_a_rerun_adds_nothing_an_edit_supersedes_a_deletion_removes(run):
