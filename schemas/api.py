@@ -129,6 +129,9 @@ class TimeWindowApplied(BaseModel):
     end: datetime | None = Field(description=(
         "Exclusive: rows dated at or after it are left out (with as_of, whichever is earlier); null: open."))
     phrase: str = Field(description="The words of the question the window was read from.")
+    anchor_row_id: str | None = Field(default=None, description=(
+        "For an event phrase (\"before the reorg\"): the row that dated it, the earliest dated row the "
+        "caller may read whose title holds the event's words; null for a calendar phrase."))
 
 
 class PersonNamed(BaseModel):

@@ -20,7 +20,8 @@ from services.app.retrieval import Retrieval, Retriever, versions_in_view
 from services.core.caller import SYSTEM, Caller
 from services.core.positions import Checkpoints
 from services.core.retrieval_config import PRESETS, RetrievalConfig
-from services.core.scope import PUBLIC_ACL, Scope, acl_tokens
+from services.core.term_match import TermMatch
+from services.core.scope import PUBLIC_ACL, Scope, acl_tokens, admits
 from services.core.versions import Version
 from services.core.write_path import SkippedDocument
 from services.core.write_rules import is_connector_source, row_id_for
@@ -35,6 +36,9 @@ from services.ports import (
 )
 
 log = logging.getLogger(__name__)
+
+
+EVERY_TERM = TermMatch("all")
 
 
 @dataclass(frozen=True)
@@ -220,6 +224,12 @@ class Memory:
 
     def stored_vectors(self, row_ids: Sequence[str]) -> dict:
         return self._vectors.vectors(row_ids)
+
+    def rows_with_terms(self, scope: Scope, terms: Sequence[str], limit: int) -> list[Row]:
+        """Rows of the scope holding every one of `terms` (the lexical index), best first."""
+        hits = self._lexical.search_text(list(terms), scope, limit, EVERY_TERM)
+        found = self._rows.get_many([h.row_id for h in hits])
+        return [found[h.row_id] for h in hits if h.row_id in found and admits(found[h.row_id], scope)]
 
     def nearest(self, vector, scope: Scope, limit: int) -> list[tuple[str, float]]:
         """(row id, cosine) of the rows of the scope nearest to `vector`."""

@@ -49,6 +49,11 @@ _OTHER_TIME = re.compile(
     r"july|jul|august|aug|september|sept|sep|october|oct|november|nov|december|dec)\b", re.IGNORECASE)
 
 
+def names_a_time(text: str) -> bool:
+    """Whether `text` names a year, a month or a "between": a time a single bound would cut."""
+    return _OTHER_TIME.search(text) is not None
+
+
 @dataclass(frozen=True)
 class TimeWindow:
     start: datetime | None  # None = open (before ...)
@@ -123,7 +128,7 @@ def find_window(question: str, reference: datetime, parse: Parser) -> TimeWindow
         if not _in_range(start, end):
             continue
         rest = question[:match.start()] + " " + question[match.end():]
-        if _OTHER_TIME.search(rest):
+        if names_a_time(rest):
             return None
         return TimeWindow(start=start, end=end, text=match.group(0).strip())
     return None

@@ -39,7 +39,7 @@ def test_the_phrase_narrows_the_query_to_march_only_when_asked(dated):
     on = ask(client, after, q=QUESTION, time_rules=True)
     assert months(on, days) == ["2025-03-01T00:00:00Z", "2025-03-31T23:59:59Z"]
     assert on["time_window"] == {"start": "2025-03-01T00:00:00Z", "end": "2025-04-01T00:00:00Z",
-                                 "phrase": "in March 2025"}
+                                 "phrase": "in March 2025", "anchor_row_id": None}
     off = ask(client, after, q=QUESTION)
     assert months(off, days) == sorted(DAYS) and off["time_window"] is None
     assert ask(client, after, q=QUESTION, time_rules=False)["time_window"] is None

@@ -28,12 +28,14 @@ from services.api.problems import ApiProblem, invalid_request
 from services.api.routes.people import authors_for
 from services.app.people import directory_for
 from services.app.retrieval import PeopleLeg
+from services.app.time_anchor import event_window
 from services.app.time_parse import question_window
 from services.core.evidence import render_evidence
 from services.core.people import aliases_of
 from services.core.people_mentions import named_in, without_names
 from services.core.positions import lane_of
 from services.core.retrieval_config import weights_problem
+from services.core.time_anchor import find_anchor
 from services.core.versions import Version
 from services.errors import NotReady
 
@@ -128,13 +130,16 @@ async def answer_query(body: QueryRequest, s: State, caller: CurrentCaller) -> Q
                                  weights=body.weights)
     if problem := weights_problem(config.weights):  # the request's weights over its preset's
         raise invalid_request(problem)
-    as_of, since, window = time_bounds(body)
+    if body.after is not None:
+        # First: the event phrase, the people filter and the people rule read the store, and
+        # must see what `after` waits for.
+        await wait_for_position(s.memory, body.after, limits.read_your_writes_timeout_s)
+    as_of, since, window = (await run_in_threadpool(time_bounds, body, s.memory, caller) if body.time_rules
+                            else (body.as_of, None, None))  # an event phrase reads the index: off the loop
     scope = s.memory.scope_for(caller, as_of=as_of, since=since, known_at=body.known_at, kinds=body.kinds,
                                authors=body.authors if not body.people else await run_in_threadpool(
                                    authors_for, body.people, body.authors, s.memory, caller),
                                threads=body.threads)
-    if body.after is not None:
-        await wait_for_position(s.memory, body.after, limits.read_your_writes_timeout_s)
     people, named = await run_in_threadpool(people_rule, body, s.memory, caller) if body.people_rules else (None, None)
     result = await run_in_threadpool(s.memory.query, body.q, scope, config, None, 30.0, people)
     rows = [sel.row for sel in result.selected]
@@ -171,20 +176,26 @@ def people_rule(body: QueryRequest, memory, caller) -> tuple[PeopleLeg | None, l
     return PeopleLeg(aliases, without_names(body.q, named)), reported
 
 
-def time_bounds(body: QueryRequest) -> tuple[datetime | None, datetime | None, TimeWindowApplied | None]:
+def time_bounds(body: QueryRequest, memory, caller) -> tuple[datetime | None, datetime | None, TimeWindowApplied | None]:
     """(as_of, since, the window applied): with time_rules, the question's time phrase narrows the
-    event-date bounds; it never widens as_of."""
+    event-date bounds; it never widens as_of. A calendar phrase ("in March 2025") is read first;
+    else an event ("before the reorg") dated by a row the caller may read, known by as_of."""
     as_of = body.as_of
     if not body.time_rules:
         return as_of, None, None
     reference = body.reference_time or as_of or datetime.now(UTC)
-    found = question_window(body.q, reference)
+    found, anchor_row = question_window(body.q, reference), None
+    if found is None and (anchor := find_anchor(body.q)) is not None:
+        dated = event_window(memory, memory.scope_for(caller, as_of=as_of, known_at=body.known_at), anchor)
+        if dated is not None:
+            found, anchor_row = dated
     if found is None:
         return as_of, None, None
     if found.end is not None:
         last = found.end - timedelta(microseconds=1)  # the window's end is exclusive, as_of is not
         as_of = last if as_of is None else min(as_of, last)
-    return as_of, found.start, TimeWindowApplied(start=found.start, end=found.end, phrase=found.text)
+    return as_of, found.start, TimeWindowApplied(start=found.start, end=found.end, phrase=found.text,
+                                                 anchor_row_id=anchor_row.row_id if anchor_row else None)
 
 
 @router.get("/v1/rows/{row_id}", operation_id="get_row", response_model=RowResponse)
