@@ -1,6 +1,6 @@
 """Screenshots of the web console for docs/usage.md: `python -m bench.console_screenshots`.
 
-Runs the console's end-to-end tests (tests/e2e/test_console.py: headless Chromium against a real
+Runs the console's end-to-end tests (tests/e2e/test_console.py and test_console_people.py: headless Chromium against a real
 server with a small organization) with ORGMEM_CONSOLE_SCREENSHOTS set, so each page is captured
 at 1280x800 as the test reaches it, then writes them to docs/img/console-*.png as 256-colour
 PNGs (a quarter of the size; the pages use a few flat colours).
@@ -31,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="orgmem-console-") as shots:
         env = {**os.environ, "ORGMEM_CONSOLE_SCREENSHOTS": shots}
-        tests = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/e2e/test_console.py"]
+        tests = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/e2e/test_console.py",
+                 "tests/e2e/test_console_people.py"]
         if subprocess.run(tests, cwd=ROOT, env=env).returncode != 0:
             print("console_screenshots: the console tests failed; no screenshots written", file=sys.stderr)
             return 1

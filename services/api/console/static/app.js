@@ -5,6 +5,7 @@ import { get, session } from "./api.js";
 import * as audit from "./audit.js";
 import { clear, describe, el } from "./dom.js";
 import * as deadLetters from "./deadletters.js";
+import * as people from "./people.js";
 import * as row from "./row.js";
 import * as runs from "./runs.js";
 import * as search from "./search.js";
@@ -19,6 +20,7 @@ const PAGES = {
   search: (id) => search.render(main, id),
   thread: (id) => thread.render(main, id),
   row: (id) => row.render(main, id),
+  people: (id) => people.render(main, id),
   runs: (id) => runs.render(main, id),
   "dead-letters": () => deadLetters.render(main),
   stats: () => stats.render(main),
