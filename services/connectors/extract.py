@@ -23,7 +23,7 @@ import subprocess
 import sys
 import threading
 import warnings
-from datetime import datetime
+from datetime import datetime, timedelta
 from multiprocessing.connection import Connection
 from pathlib import Path, PurePosixPath
 
@@ -87,9 +87,21 @@ class _Text:
         return "\n\n".join(self.parts)[:_TEXT_LIMIT]
 
 
+# The creation times python-docx's and python-pptx's default templates carry: a file those
+# libraries wrote without setting its properties says it was made then, and by "python-docx".
+# Such a date is the template's, not the document's: the file is read as undated instead.
+_TEMPLATE_CREATED = frozenset({datetime(2013, 12, 23, 23, 15), datetime(2013, 1, 27, 9, 14, 16)})
+_TEMPLATE_AUTHORS = frozenset({"python-docx", "python-pptx"})
+_TEMPLATE_EDIT = timedelta(hours=1)  # pptx's template was saved 102 s after it was created
+
+
 def _office_meta(props) -> tuple[str, str, datetime | None]:
-    author = getattr(props, "author", None) or getattr(props, "creator", None) or ""
-    return ((props.title or "").strip(), str(author).strip(), props.modified or props.created)
+    author = str(getattr(props, "author", None) or getattr(props, "creator", None) or "").strip()
+    created, modified = props.created, props.modified
+    if created is not None and created.replace(tzinfo=None) in _TEMPLATE_CREATED:
+        stamped = modified is None or modified.replace(tzinfo=None) - created.replace(tzinfo=None) < _TEMPLATE_EDIT
+        created, modified = None, None if stamped else modified
+    return ((props.title or "").strip(), "" if author in _TEMPLATE_AUTHORS else author, modified or created)
 
 
 def _pdf(data: bytes, out: _Text) -> tuple[str, str, datetime | None, tuple[str, ...]]:

@@ -5,6 +5,7 @@ letter or a refusal, the rest read)."""
 
 from __future__ import annotations
 
+import io
 from datetime import UTC, datetime
 
 import pytest
@@ -64,6 +65,34 @@ def test_a_plain_folder_gives_one_dated_attributed_document_per_file():
     assert todo.date == datetime(2024, 5, 1, tzinfo=UTC) and todo.title == "todo"
     assert source.counts["dated_by_run"] >= 1 and source.counts["kind:files"] == 1
     assert all(v.document.date for v in versions.values()) and not any(v.private for v in versions.values())
+
+
+def test_an_office_file_with_its_templates_dates_is_undated_and_its_own_dates_are_kept():
+    from docx import Document
+    from pptx import Presentation
+
+    def saved(document) -> bytes:
+        out = io.BytesIO()
+        document.save(out)
+        return out.getvalue()
+
+    bare_docx, bare_pptx, own = Document(), Presentation(), Document()
+    bare_docx.add_paragraph("Written by a script, properties never set.")
+    bare_pptx.slides.add_slide(bare_pptx.slide_layouts[1]).shapes.title.text = "A generated deck"
+    own.add_paragraph("Edited later, on its own date.")
+    own.core_properties.modified = datetime(2024, 6, 7, 8, 0)
+    own.core_properties.author = "Dana Lee"
+    versions, letters, source = read({"bare.docx": saved(bare_docx), "bare.pptx": saved(bare_pptx),
+                                      "own.docx": saved(own)}, {"date": "2024-05-01"})
+    assert not letters
+    # The templates' 2013 creation stamps and their "python-docx" author are not the document's:
+    # the run's date stands in, and is counted.
+    for name in ("bare.docx", "bare.pptx"):
+        document = versions[f"handbook/{name}"].document
+        assert document.date == datetime(2024, 5, 1, tzinfo=UTC) and document.author == "", name
+    assert source.counts["dated_by_run"] == 2
+    mine = versions["handbook/own.docx"].document
+    assert mine.date == datetime(2024, 6, 7, 8, 0, tzinfo=UTC) and mine.author == "Dana Lee"
 
 
 def test_confluence_xml_history_is_versions_of_one_item_oldest_first():
