@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from schemas.rows import Row
-from services.core.people import Person, build
+from services.core.people import ROLES, Person, assignees_of, build, participant_role
 from services.core.people_mentions import NameIndex, name_index
 from services.core.scope import Scope, admits
 
@@ -38,6 +38,7 @@ class Listed:
     thread: str | None
     author: str | None
     participants: tuple[str, ...]
+    assignees: frozenset[str]
 
 
 class Directory:
@@ -45,7 +46,8 @@ class Directory:
         self.built = time.monotonic()
         self.persons = persons
         self._names: NameIndex | None = None
-        self.rows = [Listed(r.row_id, r.event_time, r.kind, r.title, r.thread, r.author, tuple(r.participants))
+        self.rows = [Listed(r.row_id, r.event_time, r.kind, r.title, r.thread, r.author, tuple(r.participants),
+                            assignees_of(r.tags))
                      for r in rows]
 
     @property
@@ -91,12 +93,18 @@ def directory_for(memory, caller, mapping: dict[str, str] | None = None, max_age
 
 
 def rows_of(directory: Directory, person: Person) -> dict[str, list[Listed]]:
-    """The person's rows by role, newest first (undated last)."""
+    """The person's rows by role (author always, the others where they have rows), newest first
+    (undated last). A row counts once: as authored, else under the role of its first participant
+    that is this person."""
     aliases = person.aliases
-    authored = [r for r in directory.rows if r.author in aliases]
-    joined = [r for r in directory.rows if r.author not in aliases and aliases.intersection(r.participants)]
+    by_role: dict[str, list[Listed]] = {"author": []}
+    for row in directory.rows:
+        if row.author in aliases:
+            by_role["author"].append(row)
+        elif (theirs := next((p for p in row.participants if p in aliases), None)) is not None:
+            by_role.setdefault(participant_role(row.kind, theirs, row.assignees), []).append(row)
 
     def newest_first(rows: list[Listed]) -> list[Listed]:
         return sorted(rows, key=lambda r: (r.event_time is None, -(r.event_time.timestamp() if r.event_time else 0),
                                            r.row_id))
-    return {"author": newest_first(authored), "participant": newest_first(joined)}
+    return {role: newest_first(by_role[role]) for role in ROLES if role in by_role}

@@ -130,13 +130,31 @@ class _Groups:
 
 
 _SELF = "self"  # the author named again among the participants: counted as an alias, not a role
+ROLES = ("author", "recipient", "attendee", "assignee", "participant")
+# What a participant is, by the row's kind: a mail's To/Cc are its recipients, a meeting's
+# participants its attendees; a ticket's are its reporter, assignee and commenters, and the one
+# its "assignee:" tag names is the assignee.
+_PARTICIPANT_ROLE = {"email": "recipient", "meeting": "attendee"}
+
+
+def assignees_of(tags) -> frozenset[str]:
+    """The case-folded values of a row's "assignee:" tags."""
+    return frozenset(value.strip().casefold() for tag in tags
+                     for prefix, _, value in [tag.partition(":")] if prefix.strip().lower() == "assignee" and value.strip())
+
+
+def participant_role(kind: str, participant: str, assignees: frozenset[str]) -> str:
+    """The role of one of a row's participants (not its author)."""
+    if assignees and participant.casefold() in assignees:
+        return "assignee"
+    return _PARTICIPANT_ROLE.get(kind, "participant")
 
 
 def _observations(rows: Iterable[Row]):
     for row in rows:
         if row.author:
             yield row, "author", row.author
-        author = parse(row.author)
+        author, assignees = parse(row.author), assignees_of(row.tags)
         for participant in row.participants:
             if participant == row.author:
                 continue
@@ -144,7 +162,7 @@ def _observations(rows: Iterable[Row]):
             # is the bare address): another form of the author, an alias but not a second role.
             own = author is not None and author.address is not None \
                 and (theirs := parse(participant)) is not None and theirs.address == author.address
-            yield row, _SELF if own else "participant", participant
+            yield row, _SELF if own else participant_role(row.kind, participant, assignees), participant
 
 
 def build(rows: Iterable[Row], mapping: Mapping[str, str] | None = None) -> dict[str, Person]:

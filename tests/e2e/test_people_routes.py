@@ -88,7 +88,7 @@ def test_people_are_scoped_to_tenant_and_readable_rows(tmp_path):
         assert page.status_code == 200, page.text
         authored = page.json()["rows"]["author"]
         assert len(authored) == 2 and authored[0]["date"] is not None  # dated first, newest first
-        assert page.json()["rows"]["participant"] == []
+        assert set(page.json()["rows"]) == {"author"}  # roles without rows are left out
 
         hits = call(server, reader, "POST", "/v1/query", json={"q": "pricing", "people": [dana["person_id"]]})
         assert hits.status_code == 200, hits.text

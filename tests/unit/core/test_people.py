@@ -117,6 +117,34 @@ def test_another_persons_named_form_among_participants_stays_a_participant():
     assert persons["dana@acme.example"].roles == {"author": 1}
 
 
+def test_roles_follow_the_rows_kind_and_a_tickets_assignee_tag():
+    at = dict(tenant="t", text="x", ingest_position=1, ingested_at=AT)
+    rows = [Row(row_id="m", kind="email", author="dana@acme.example",
+                participants=["bob@acme.example", "Dana Lee <dana@acme.example>"], **at),
+            Row(row_id="v", kind="meeting", author="Dana Lee", participants=["Bob Ray", "Sam Kim"], **at),
+            Row(row_id="t", kind="ticket", author="Sam Kim", participants=["Sam Kim", "Bob Ray", "Dana Lee"],
+                tags=["ticket:OPS-1", "assignee:bob ray"], **at)]
+    roles = {p.display_name: p.roles for p in build(rows).values()}
+    assert roles["Dana Lee"] == {"author": 2, "participant": 1}
+    assert roles["bob@acme.example"] == {"recipient": 1}
+    assert roles["Bob Ray"] == {"attendee": 1, "assignee": 1}
+    assert roles["Sam Kim"] == {"attendee": 1, "author": 1}
+
+
+def test_a_person_page_lists_each_row_once_under_its_role():
+    from services.app.people import Directory, rows_of
+
+    at = dict(tenant="t", text="x", ingested_at=AT)
+    rows = [Row(row_id="t1", kind="ticket", author="Sam Kim", participants=["Bob Ray"], tags=["assignee:Bob Ray"],
+                ingest_position=1, **at),
+            Row(row_id="v1", kind="meeting", author="Sam Kim", participants=["Bob Ray"], ingest_position=2, **at),
+            Row(row_id="d1", author="Bob Ray", participants=["Sam Kim"], ingest_position=3, **at)]
+    directory = Directory(build(rows), rows)
+    bob = next(p for p in directory.persons.values() if p.display_name == "Bob Ray")
+    listed = {role: [r.row_id for r in found] for role, found in rows_of(directory, bob).items()}
+    assert listed == {"author": ["d1"], "attendee": ["v1"], "assignee": ["t1"]}
+
+
 def test_aliases_of_and_prefix():
     rows = [row(1, "Dana Lee <dana@acme>"), row(2, "Kim Li <kim@acme>")]
     persons = build(rows)
