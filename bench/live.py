@@ -69,6 +69,9 @@ from bench.live_server import (
 )
 
 OUT = Path(__file__).resolve().parent / "out" / "live"
+RULES = {"people_rules": True, "time_rules": True}
+RULES_LABEL = "people_rules + time_rules"
+RULES_P50_MS = 2.0  # issue 42: the rules on may cost at most this much p50
 WORK = Path(tempfile.gettempdir()) / "orgmem-live"  # extracted Enron mail, generated organisations, base vectors
 
 
@@ -126,18 +129,20 @@ class LiveRun:
     def query_loop(self) -> None:
         """The questions one after the other; with --compare-preset each under both presets, the
         pair's first alternating (as `live_compare.paired_queries`), each preset's answers kept apart."""
-        asks = [(self.args.preset, self.queries)]
+        asks = [(self.args.preset, None, self.queries)]
         if self.args.compare_preset:
-            asks.append((self.args.compare_preset, self.compared))
+            asks.append((self.args.compare_preset, None, self.compared))
+        elif self.args.compare_rules:  # the same preset, with the question's people and time read
+            asks.append((self.args.preset, RULES, self.compared))
         for n, question in enumerate(itertools.cycle(self.questions)):
-            for preset, kept in asks if n % 2 == 0 else asks[::-1]:
+            for preset, extra, kept in asks if n % 2 == 0 else asks[::-1]:
                 if self.stop.is_set():
                     return
-                self._ask(question, preset, kept, keep=n >= self.args.warmup)
+                self._ask(question, preset, extra, kept, keep=n >= self.args.warmup)
 
-    def _ask(self, question: str, preset: str | None, kept: list, keep: bool) -> None:
+    def _ask(self, question: str, preset: str | None, extra: dict | None, kept: list, keep: bool) -> None:
         try:
-            query = timed_query(self.reader, question, preset)
+            query = timed_query(self.reader, question, preset, extra)
         except httpx.HTTPError as exc:
             self._error(self.query_errors, type(exc).__name__)
             time.sleep(1)
@@ -150,7 +155,8 @@ class LiveRun:
                 kept.append(query)
 
     def compared_figures(self, queries: list[tuple]) -> dict | None:
-        return {"preset": self.args.compare_preset, **query_figures(queries)} if self.args.compare_preset else None
+        label = self.args.compare_preset or (RULES_LABEL if self.args.compare_rules else None)
+        return {"preset": label, **query_figures(queries)} if label else None
 
     def sample_loop(self) -> None:
         while not self.stop.is_set():
@@ -265,7 +271,7 @@ class LiveRun:
                 rows_out.append(row)
                 print(lr.render_table(LIVE_HEADERS, [live_cells(row)]).splitlines()[-1], flush=True)
                 if row["compared"]:
-                    print_live_comparison(self.args.preset, row)
+                    print_live_comparison(self.args.preset, row, RULES_P50_MS if self.args.compare_rules else None)
             if done:
                 break
         self.stop.set()
@@ -294,7 +300,7 @@ def run_live(args) -> dict:
         [q[2] for q in run.live_queries()]), "ingest_errors": run.ingest_errors, "query_errors": run.query_errors,
         "compared_all": run.compared_figures(run.live_queries(run.compared)),
         "targets": live_targets(rows, run.queries, run.samples, args.sample_s)
-        + (compare_targets(args.preset, rows[-1]) if rows else []),
+        + (compare_targets(args.preset, rows[-1], RULES_P50_MS if args.compare_rules else None) if rows else []),
         "sources": {name: len(docs) for name, docs in sources.items()}, "data": str(args.data)}
 
 
@@ -338,6 +344,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=positive(int), default=200, help="1m: queries per measurement")
     parser.add_argument("--compare-preset", metavar="PRESET",
                         help="also ask each question under this preset, alternating with --preset's, and print both")
+    parser.add_argument("--compare-rules", action="store_true",
+                        help="live: also ask each question with people_rules and time_rules on, alternating, "
+                             "and print both (issue 42's cost of the rules)")
     parser.add_argument("--settle-exact", type=int, default=10_000,
                         help="1m: wait until at most this many rows are searched exactly (where /metrics says)")
     parser.add_argument("--graph-wait", type=float, default=1800.0, help="1m: longest wait for that, seconds")
@@ -347,6 +356,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from services.core.retrieval_config import PRESETS
 
+    if args.compare_rules and args.compare_preset:
+        parser.error("--compare-rules and --compare-preset: give one")
     for flag, name in (("--preset", args.preset), ("--compare-preset", args.compare_preset)):
         if name is not None and name not in PRESETS:  # else every query of that side is a 422, silently
             parser.error(f"{flag}: unknown preset {name!r}; known: {', '.join(sorted(PRESETS))}")

@@ -42,15 +42,20 @@ def stage_line(figures: dict) -> str:
     return ", ".join(f"{name} {ms}" for name, ms in stages)
 
 
-def compare_targets(preset: str | None, row: dict) -> list[str]:
+def compare_targets(preset: str | None, row: dict, rules_ms: float | None = None) -> list[str]:
+    """The compared side's target: another preset's p50 within COMPARE_P50_MS below the default's;
+    with rules_ms, the rules on (the compared side) at most that much above the rules off."""
     other = row.get("compared")
     if not other or row["p50_ms"] is None or other["p50_ms"] is None:
         return []
+    if rules_ms is not None:
+        name = f"p50 with {other['preset']} minus without at {row['rows']:,} rows"
+        return [lr.target_line(name, round(other["p50_ms"] - row["p50_ms"], 1), rules_ms)]
     name = f"p50 of {preset or 'the server default'} minus {other['preset']}'s at {row['rows']:,} rows"
     return [lr.target_line(name, round(row["p50_ms"] - other["p50_ms"], 1), COMPARE_P50_MS)]
 
 
-def print_comparison(preset: str | None, row: dict) -> None:
+def print_comparison(preset: str | None, row: dict, rules_ms: float | None = None) -> None:
     other = row["compared"]
     mine = preset or "the server's default"
     # Counted per side: a live run stops mid-pair, so the two may differ by one.
@@ -59,5 +64,5 @@ def print_comparison(preset: str | None, row: dict) -> None:
           f"{lr.fmt(row['p95_ms'])} ms, {other['preset']} p50 {lr.fmt(other['p50_ms'])} / p95 "
           f"{lr.fmt(other['p95_ms'])} ms", flush=True)
     print(f"  {other['preset']} stage p50 ms: " + stage_line(other), flush=True)
-    for line in compare_targets(preset, row):
+    for line in compare_targets(preset, row, rules_ms):
         print("  " + line, flush=True)

@@ -57,9 +57,9 @@ def live_targets(rows: list[dict], queries: list[tuple], samples: list[dict], sa
 
 
 
-def print_live_comparison(preset: str | None, row: dict) -> None:
-    """Both presets' figures of one table line, live and (after its quiet window) with nothing ingested."""
-    print_comparison(preset, row)
+def print_live_comparison(preset: str | None, row: dict, rules_ms: float | None = None) -> None:
+    """Both sides' figures of one table line, live and (after its quiet window) with nothing ingested."""
+    print_comparison(preset, row, rules_ms)
     if row.get("quiet_compared_p50_ms") is not None and row.get("quiet_p50_ms") is not None:
         print(f"  nothing ingested (the quiet window): {preset or 'the server default'} p50 "
               f"{lr.fmt(row['quiet_p50_ms'])}, {row['compared']['preset']} p50 {lr.fmt(row['quiet_compared_p50_ms'])} ms "

@@ -108,8 +108,9 @@ def cpu_now(pid: int) -> dict:
     return {"cpu_server": tree and tree[0], "cpu_children": tree and tree[1], "cpu_client": mine.user + mine.system}
 
 
-def timed_query(http: httpx.Client, question: str, preset: str | None) -> tuple[float, float, float, int, dict]:
-    body = {"q": question[:4096], **({"preset": preset} if preset else {})}
+def timed_query(http: httpx.Client, question: str, preset: str | None,
+                extra: dict | None = None) -> tuple[float, float, float, int, dict]:
+    body = {"q": question[:4096], **({"preset": preset} if preset else {}), **(extra or {})}
     started = time.monotonic()
     response = http.post("/v1/query", json=body)
     ended = time.monotonic()

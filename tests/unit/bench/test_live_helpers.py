@@ -251,6 +251,11 @@ def test_paired_queries_ask_each_question_under_both_presets_first_in_turn():
     row = {"rows": 100_000, "p50_ms": 24.0, "compared": {**theirs, "p50_ms": 20.5}}
     assert compare_targets(None, row)[0].endswith("MISSED by 0.5 ms")
     assert compare_targets(None, {**row, "compared": None}) == []
+    # With the rules as the compared side, the target is their cost: on minus off, at most 2 ms.
+    rules = {"rows": 100_000, "p50_ms": 20.0, "compared": {"preset": "people_rules + time_rules", "p50_ms": 22.5}}
+    assert compare_targets(None, rules, 2.0)[0].startswith("p50 with people_rules + time_rules minus without")
+    assert compare_targets(None, rules, 2.0)[0].endswith("MISSED by 0.5 ms")
+    assert compare_targets(None, {**rules, "compared": {**rules["compared"], "p50_ms": 21.0}}, 2.0)[0].endswith("met")
 
 
 def test_settling_asks_again_when_the_server_drops_a_connection_and_stops_when_it_exits():
@@ -338,7 +343,7 @@ def test_a_live_run_asks_each_question_under_both_presets_and_keeps_their_answer
             run.stop.set()
         return httpx.Response(200, json={"timings_ms": {"embed": 1.0 if body.get("preset") else 2.0}})
 
-    args = SimpleNamespace(preset=None, compare_preset="paper-orgmembench", warmup=1, rows=10)
+    args = SimpleNamespace(preset=None, compare_preset="paper-orgmembench", compare_rules=False, warmup=1, rows=10)
     run = LiveRun(args, SimpleNamespace(url="http://bench"), {"writer": "w", "reader": "r", "admin": "a"},
                   iter([]), ["q1", "q2"])
     run.reader = httpx.Client(transport=httpx.MockTransport(answer), base_url="http://bench")
@@ -372,3 +377,33 @@ def test_an_unknown_preset_is_refused_before_any_server_starts(flag, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--minutes", "1", flag, "paper-orgmembench'; DROP"])
     assert exit_.value.code == 2 and f"{flag}: unknown preset" in capsys.readouterr().err
+
+
+def test_with_compare_rules_each_question_is_also_asked_with_the_rules_on():
+    import json
+    import threading
+    from types import SimpleNamespace
+
+    import httpx
+
+    from bench.live import LiveRun
+
+    asked = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        asked.append((body["q"], body.get("people_rules", False), body.get("time_rules", False)))
+        if len(asked) >= 4:
+            run.stop.set()
+        return httpx.Response(200, json={"timings_ms": {"embed": 3.0 if body.get("people_rules") else 2.0}})
+
+    args = SimpleNamespace(preset=None, compare_preset=None, compare_rules=True, warmup=0, rows=10)
+    run = LiveRun(args, SimpleNamespace(url="http://bench"), {"writer": "w", "reader": "r", "admin": "a"},
+                  iter([]), ["q1", "q2"])
+    run.reader = httpx.Client(transport=httpx.MockTransport(answer), base_url="http://bench")
+    worker = threading.Thread(target=run.query_loop)
+    worker.start()
+    worker.join(timeout=10)
+    assert asked == [("q1", False, False), ("q1", True, True), ("q2", True, True), ("q2", False, False)]
+    assert [q[4]["embed"] for q in run.compared] == [3.0, 3.0]
+    assert run.compared_figures(run.compared)["preset"] == "people_rules + time_rules"
