@@ -20,8 +20,8 @@ from services.app.retrieval import Retrieval, Retriever, versions_in_view
 from services.core.caller import SYSTEM, Caller
 from services.core.positions import Checkpoints
 from services.core.retrieval_config import PRESETS, RetrievalConfig
-from services.core.term_match import TermMatch
 from services.core.scope import PUBLIC_ACL, Scope, acl_tokens, admits
+from services.core.term_match import TermMatch
 from services.core.versions import Version
 from services.core.write_path import SkippedDocument
 from services.core.write_rules import is_connector_source, row_id_for

@@ -139,8 +139,8 @@ _PARTICIPANT_ROLE = {"email": "recipient", "meeting": "attendee"}
 
 def assignees_of(tags) -> frozenset[str]:
     """The case-folded values of a row's "assignee:" tags."""
-    return frozenset(value.strip().casefold() for tag in tags
-                     for prefix, _, value in [tag.partition(":")] if prefix.strip().lower() == "assignee" and value.strip())
+    return frozenset(value.strip().casefold() for tag in tags for prefix, _, value in [tag.partition(":")]
+                     if prefix.strip().lower() == "assignee" and value.strip())
 
 
 def participant_role(kind: str, participant: str, assignees: frozenset[str]) -> str:

@@ -176,7 +176,8 @@ def people_rule(body: QueryRequest, memory, caller) -> tuple[PeopleLeg | None, l
     return PeopleLeg(aliases, without_names(body.q, named)), reported
 
 
-def time_bounds(body: QueryRequest, memory, caller) -> tuple[datetime | None, datetime | None, TimeWindowApplied | None]:
+def time_bounds(body: QueryRequest, memory, caller
+                ) -> tuple[datetime | None, datetime | None, TimeWindowApplied | None]:
     """(as_of, since, the window applied): with time_rules, the question's time phrase narrows the
     event-date bounds; it never widens as_of. A calendar phrase ("in March 2025") is read first;
     else an event ("before the reorg") dated by a row the caller may read, known by as_of."""
