@@ -76,9 +76,9 @@ class DocumentsSource:
         except MemberRefused as exc:
             return DeadLetter(NAME, self._where(name), exc.reason)
 
-    def _extract(self, tree: ExportTree, name: str) -> Extracted | DeadLetter:
+    def _extract(self, tree: ExportTree, name: str, typed_as: str = "") -> Extracted | DeadLetter:
         try:
-            return self.extractor.extract(tree.read(name), "", name)
+            return self.extractor.extract(tree.read(name), "", typed_as or name)
         except MemberRefused as exc:
             return DeadLetter(NAME, self._where(name), exc.reason)
         except ExtractError as exc:
@@ -106,10 +106,12 @@ class DocumentsSource:
         return Version(item=item[:900], version=version, document=document)
 
     def _file(self, tree: ExportTree, name: str, item: str, parent: str | None = None,
-              title: str = "") -> Found | None:
-        """One file of any readable type as a version of `item`."""
+              title: str = "", typed_as: str = "") -> Found | None:
+        """One file of any readable type as a version of `item`; its type from `typed_as` (a file
+        name) where the member's own name has none (a Confluence XML export's attachments)."""
         meta: dict[str, str] = {}
-        found = self._text(tree, name) if kind_of("", name) == "text" else self._extract(tree, name)
+        typed_as = typed_as or name
+        found = self._text(tree, name) if kind_of("", typed_as) == "text" else self._extract(tree, name, typed_as)
         if isinstance(found, DeadLetter):
             return found
         if isinstance(found, str):  # Markdown or text: front matter first, else the first heading
@@ -138,9 +140,7 @@ class DocumentsSource:
 
     def _confluence(self, tree: ExportTree, names: list[str]) -> Iterator[Found]:
         if (base := base_folder(names, "entities.xml")) is not None:
-            yield from self._confluence_xml(tree, base + "entities.xml")
-            for _ in range(len(names) - 1):
-                self.skip("Confluence XML export files besides entities.xml (attachments are not read)")
+            yield from self._confluence_xml(tree, base, names)
             return
         base = base_folder(names, "index.html") or ""
         space = base.rstrip("/") or export_name(tree)
@@ -193,7 +193,8 @@ class DocumentsSource:
                              author=people[0] if people else "", date=date, participants=people,
                              tags=(f"space:{space}",))
 
-    def _confluence_xml(self, tree: ExportTree, name: str) -> Iterator[Found]:
+    def _confluence_xml(self, tree: ExportTree, base: str, names: list[str]) -> Iterator[Found]:
+        name = base + "entities.xml"
         try:
             data = tree.read(name, MAX_XML_BYTES)
         except MemberRefused as exc:
@@ -206,7 +207,7 @@ class DocumentsSource:
         objects: dict[str, dict[str, dict]] = defaultdict(dict)
         try:
             for _, element in ElementTree.iterparse(io.BytesIO(data), events=("end",)):
-                if element.tag != "object" or element.get("class") not in ("Page", "BodyContent", "Space"):
+                if element.tag != "object" or element.get("class") not in ("Page", "BodyContent", "Space", "Attachment"):
                     continue
                 objects[element.get("class")][element.findtext("id") or ""] = {
                     p.get("name"): (p.findtext("id") if p.find("id") is not None else (p.text or ""))
@@ -230,6 +231,7 @@ class DocumentsSource:
                                  f"version {page.get('version')!r} is not a number")
                 continue
             history[page.get("originalVersion") or ident].append((number, ident, page))
+        current: dict[str, str] = {}  # page id -> the source id of its current version
         for item_id in sorted(history, key=lambda i: (len(i), i)):
             for number, ident, page in sorted(history[item_id]):
                 where = f"{name}#page/{ident}"
@@ -245,6 +247,36 @@ class DocumentsSource:
                                       version=f"v{number}", participants=people, tags=(f"space:{space}",))
                 if found is not None:
                     yield found
+                if isinstance(found, Version):
+                    current[item_id] = f"{found.item}@{found.version}"
+        yield from self._xml_attachments(tree, base, names, objects["Attachment"], space, current)
+
+    def _xml_attachments(self, tree: ExportTree, base: str, names: list[str], attachments: dict[str, dict],
+                         space: str, current: dict[str, str]) -> Iterator[Found]:
+        """attachments/<page id>/<attachment id>[/<version>]: each attachment's newest file, named
+        and typed by its Attachment object (the files have no suffix), linked to its page's current
+        version. An attachment entities.xml does not name, or of a type not read, is counted."""
+        newest: dict[tuple[str, str], tuple[int, str]] = {}
+        for member in names:
+            rest = member[len(base):] if member.startswith(base) else member
+            parts = rest.split("/")
+            if rest == "entities.xml":
+                continue
+            if parts[0] != "attachments" or len(parts) not in (3, 4) or not all(p.isdigit() for p in parts[1:]):
+                self._other(member)
+                continue
+            number = int(parts[3]) if len(parts) == 4 else 0
+            if newest.get((parts[1], parts[2]), (-1, ""))[0] < number:
+                newest[(parts[1], parts[2])] = (number, member)
+        for (page_id, attachment_id), (_, member) in sorted(newest.items()):
+            title = (attachments.get(attachment_id) or {}).get("title") or (attachments.get(attachment_id) or {}).get("fileName")
+            if not title:
+                self.skip("Confluence XML attachments entities.xml does not name: not read")
+            elif PurePosixPath(title.lower()).suffix not in READ:
+                self._other(title)
+            elif (found := self._file(tree, member, f"confluence:{space}/{page_id}/{title}", parent=current.get(page_id),
+                                      title=title, typed_as=title)) is not None:
+                yield found
 
     def _notion(self, tree: ExportTree, names: list[str]) -> Iterator[Found]:
         used: set[str] = set()

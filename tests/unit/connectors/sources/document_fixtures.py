@@ -129,9 +129,11 @@ def confluence_html_export(space_key: str, pages: dict[str, bytes], extra: dict[
     return files
 
 
-def confluence_xml_export(space_key: str, pages: list[dict]) -> dict[str, bytes]:
+def confluence_xml_export(space_key: str, pages: list[dict], attachments: list[dict] = ()) -> dict[str, bytes]:
     """entities.xml with a Space and Page objects: {id, title, version, body, modified,
-    creator, original (the current page's id, for a historical version)}."""
+    creator, original (the current page's id, for a historical version)}; and Attachment objects
+    {id, page, title (None: no title), version} (the files are the caller's, under
+    attachments/<page id>/<attachment id>/<version>)."""
     parts = [f'<object class="Space" package="x"><id name="id">1</id><property name="key"><![CDATA[{space_key}]]>'
              '</property><property name="name"><![CDATA[Engineering]]></property></object>']
     for page in pages:
@@ -150,6 +152,13 @@ def confluence_xml_export(space_key: str, pages: list[dict]) -> dict[str, bytes]
         parts.append(f'<object class="BodyContent" package="x"><id name="id">{page["id"]}0</id>'
                      f'<property name="body"><![CDATA[{page["body"]}]]></property>'
                      f'<property name="content" class="Page" package="x"><id name="id">{page["id"]}</id></property></object>')
+    for attachment in attachments:
+        title = (f'<property name="title"><![CDATA[{attachment["title"]}]]></property>'
+                 if attachment.get("title") else "")
+        parts.append(f'<object class="Attachment" package="x"><id name="id">{attachment["id"]}</id>{title}'
+                     f'<property name="version">{attachment.get("version", 1)}</property>'
+                     f'<property name="containerContent" class="Page" package="x"><id name="id">{attachment["page"]}</id>'
+                     '</property></object>')
     xml = '<?xml version="1.0" encoding="UTF-8"?><hibernate-generic datetime="2024-03-05 10:00:00">' + "".join(parts) + "</hibernate-generic>"
     return {"entities.xml": xml.encode(), "exportDescriptor.properties": b"spaceKey=" + space_key.encode()}
 

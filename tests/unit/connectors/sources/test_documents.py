@@ -114,6 +114,32 @@ def test_confluence_xml_history_is_versions_of_one_item_oldest_first():
     assert "space:ENG" in current.tags and source.counts["pages:draft"] == 1
 
 
+def test_confluence_xml_attachments_are_read_by_their_entities_name_newest_version_linked_to_the_page():
+    pages = [{"id": "300", "title": "Runbook", "version": 2, "body": "<p>restart with care</p>",
+              "modified": "2024-03-03 09:00:00.000"},
+             {"id": "101", "title": "Runbook", "version": 1, "body": "<p>restart</p>",
+              "modified": "2024-01-01 09:00:00.000", "original": "300", "status": "historical"}]
+    attachments = [{"id": "900", "page": "300", "title": "Failover plan.pdf", "version": 2},
+                   {"id": "901", "page": "300", "title": "diagram.png"}, {"id": "902", "page": "300", "title": None}]
+    files = fx.confluence_xml_export("ENG", pages, attachments) | {
+        "attachments/300/900/1": fx.pdf(["Fail over by hand."]),
+        "attachments/300/900/2": fx.pdf(["Fail over with the script, then check the replicas."]),
+        "attachments/300/901/1": b"\x89PNG\r\n", "attachments/300/902": b"unnamed bytes",
+        "attachments/300/x/../../etc": b"no"}
+    source = DocumentsSource()
+    found = list(source.read(MemoryTree(files, label="eng"), {"date": "2024-05-01"}))
+    assert not [f for f in found if isinstance(f, DeadLetter)]
+    pages_read = [f for f in found if f.item == "confluence:ENG/300"]
+    attached = [f for f in found if f.item != "confluence:ENG/300"]
+    assert [f.item for f in attached] == ["confluence:ENG/300/Failover plan.pdf"]
+    doc = attached[0].document
+    assert "check the replicas" in doc.text and "by hand" not in doc.text  # the newest version only
+    assert doc.title == "Failover plan.pdf" and doc.parent == source_id_of(pages_read[-1])
+    skipped = " ".join(source.skipped)
+    assert ".png files" in skipped and "entities.xml does not name" in skipped
+    assert ".properties files" in skipped  # exportDescriptor.properties: counted, not read
+
+
 def confluence_html(body: str = "<p>Deploy on Tuesdays.</p>") -> dict[str, bytes]:
     page = fx.confluence_page("ENG", "Release process", body, parents=("Home",),
                               attachments=(("attachments/65541/99.pdf", "Release checklist"),))
