@@ -210,9 +210,10 @@ class Memory:
     def read_log(self, after: int, limit: int) -> list[LoggedEvent]:
         return self._log.read(after, limit)
 
-    def rows_in_scope(self, scope: Scope, limit: int = 1_000_000) -> list[Row]:
-        """Every row of the scope at once (maintenance's candidates; no access list applies)."""
-        return self._rows.in_scope(scope, limit)
+    def rows_in_scope(self, scope: Scope, limit: int = 1_000_000, with_text: bool = True) -> list[Row]:
+        """Every row of the scope at once (maintenance's candidates, the people directory; no
+        access list applies); without `with_text` each row's text reads ""."""
+        return self._rows.in_scope(scope, limit, with_text)
 
     def export_page(self, tenant: str | None, after: tuple[int, str] | None, limit: int
                     ) -> list[tuple[Row, list[RowChange]]]:

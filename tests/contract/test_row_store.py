@@ -81,6 +81,15 @@ def test_skipped_documents_are_counted_per_tenant(store):
     assert store.skipped("r8").tenant == "u"
 
 
+def test_rows_in_scope_without_their_texts_are_the_same_rows_with_empty_text(store):
+    rows = [make_row(1, participants=["Bob <bob@x.example>"], acl=["group:eng"]), make_row(2, tenant="u"),
+            make_row(3, tags=["assignee:bob"])]
+    store.apply([observed(r) for r in rows], [], 3)
+    whole, bare = store.in_scope(Scope("t")), store.in_scope(Scope("t"), with_text=False)
+    assert [r.row_id for r in whole] == [r.row_id for r in bare] == ["r1", "r3"]
+    assert [r.model_copy(update={"text": ""}) for r in whole] == bare and all(r.text for r in whole)
+
+
 def test_heads_carry_the_ranking_fields_of_stored_rows(store):
     dated, undated = make_row(1, thread="th-1"), make_row(2, event_time=None, thread=None)
     store.apply([observed(dated), observed(undated)], [], 2)

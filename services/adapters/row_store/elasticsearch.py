@@ -232,14 +232,15 @@ class ElasticsearchRowStore:
         return response["hits"]["hits"]
 
     def _scan(self, index: str, query: dict, sort: list, action: str, limit: int | None = None,
-              fields: list[str] | None = None) -> Iterator[dict]:
+              fields: list[str] | None = None, excludes: list[str] | None = None) -> Iterator[dict]:
         """Every hit in `sort` order, page by page (search_after on a total order)."""
         after, seen = None, 0
         while limit is None or seen < limit:
             size = _PAGE if limit is None else min(_PAGE, limit - seen)
             with es.driver_errors(COMPONENT, action):
                 response = self.client.search(index=index, query=query, sort=sort, size=size,
-                                              search_after=after, track_total_hits=False, source_includes=fields)
+                                              search_after=after, track_total_hits=False, source_includes=fields,
+                                              source_excludes=excludes)
             hits = response["hits"]["hits"]
             yield from hits
             seen += len(hits)
@@ -320,13 +321,14 @@ class ElasticsearchRowStore:
         hits = self._search(self.index, query, [{"ingest_position": "desc"}], limit, "named", HEAD_FIELDS)
         return [head_from(hit["_source"]) for hit in hits]
 
-    def in_scope(self, scope: Scope, limit: int = 1_000_000) -> list[Row]:
-        """Every row of a scope (maintenance passes), in ingest order."""
+    def in_scope(self, scope: Scope, limit: int = 1_000_000, with_text: bool = True) -> list[Row]:
+        """Every row of a scope (maintenance passes, the people directory), in ingest order."""
         query = es.scoped(None, scope)
         if query is None:
             return []
         sort = [{"ingest_position": "asc"}, {"row_id": "asc"}]
-        return [es.row_from_document(h["_source"]) for h in self._scan(self.index, query, sort, "in_scope", limit)]
+        hits = self._scan(self.index, query, sort, "in_scope", limit, excludes=None if with_text else ["text"])
+        return [es.row_from_document({"text": "", **h["_source"]}) for h in hits]
 
     def page(self, tenant: str | None, after: tuple[int, str] | None, limit: int) -> list[Row]:
         """Up to `limit` rows of a tenant (every tenant: None) in (ingest position, row id) order,

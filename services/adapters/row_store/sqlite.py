@@ -54,6 +54,7 @@ _NOT_ERASED = ("NOT EXISTS (SELECT 1 FROM skipped e WHERE e.row_id = ? AND e.rea
 _UPDATED = ", ".join(f"{c} = excluded.{c}" for c in (*_COLUMNS.split(", ")[1:], "author_scope", "content_hash",
                                                       "state_position"))
 
+_COLUMNS_NO_TEXT = _COLUMNS.replace(", text,", ", '' AS text,", 1)  # the same record, text left unread
 _HEAD_COLUMNS = "r.row_id, r.thread, r.ingest_position, r.event_time, r.ingested_at"  # a RowHead
 
 
@@ -222,11 +223,12 @@ class SqliteRowStore:
         )
         return frozenset(r[0] for r in records)
 
-    def in_scope(self, scope: Scope, limit: int = 1_000_000) -> list[Row]:
-        """Every row of a scope (maintenance passes and tests), in ingest order."""
+    def in_scope(self, scope: Scope, limit: int = 1_000_000, with_text: bool = True) -> list[Row]:
+        """Every row of a scope (maintenance passes, the people directory), in ingest order."""
         where, args = scope_sql(scope)
+        columns = _COLUMNS if with_text else _COLUMNS_NO_TEXT
         records = self._query(
-            f"SELECT {_COLUMNS} FROM rows r WHERE {where} ORDER BY r.ingest_position LIMIT ?", (*args, limit)
+            f"SELECT {columns} FROM rows r WHERE {where} ORDER BY r.ingest_position LIMIT ?", (*args, limit)
         )
         return [row_from(r) for r in records]
 
