@@ -9,6 +9,7 @@ directory is never older than the rows it was built from.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import weakref
@@ -60,12 +61,19 @@ class Directory:
 
 _caches: "weakref.WeakKeyDictionary[object, OrderedDict]" = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
+_refreshing: set = set()  # (memory, reader) with a background rebuild running
+# A directory older than the people rule's max age, up to this, is still used while a fresh one
+# is built; past it the query builds one itself (a rebuild that keeps failing is not hidden long).
+STALE_LIMIT_S = 300.0
+log = logging.getLogger(__name__)
 
 
 def directory_for(memory, caller, mapping: dict[str, str] | None = None, max_age_s: float | None = None) -> Directory:
     """The persons met in the caller's readable rows (author and participants). With max_age_s,
     a directory of the same reader built at most that long ago will do, even if rows were written
-    since (the query's people rule: under steady ingest every write would rebuild it otherwise)."""
+    since (the query's people rule: under steady ingest every write would rebuild it otherwise);
+    one older, up to STALE_LIMIT_S, is returned at once while a fresh one is built in the
+    background, so that a query never waits for a cold build it can do without."""
     readers = None if caller.readers is None else tuple(sorted(caller.readers))
     settings = tuple(sorted((mapping or {}).items()))
     key = (caller.tenant, memory.applied_for(caller.tenant), readers, settings)
@@ -75,11 +83,22 @@ def directory_for(memory, caller, mapping: dict[str, str] | None = None, max_age
             cache.move_to_end(key)
             return cache[key]
         if max_age_s is not None:
-            now = time.monotonic()
-            for (tenant, _position, their_readers, their_settings), directory in reversed(cache.items()):
-                if (tenant, their_readers, their_settings) == (caller.tenant, readers, settings) \
-                        and now - directory.built <= max_age_s:
-                    return directory
+            reader = (caller.tenant, readers, settings)
+            newest = next((d for (tenant, _position, r, m), d in reversed(cache.items())
+                           if (tenant, r, m) == reader), None)
+            age = time.monotonic() - newest.built if newest is not None else None
+            if age is not None and age <= max_age_s:
+                return newest
+            if age is not None and age <= STALE_LIMIT_S:
+                if (memory, reader) not in _refreshing:
+                    _refreshing.add((memory, reader))
+                    threading.Thread(target=_refresh, args=(memory, caller, mapping, key, reader),
+                                     name="orgmem-people-directory", daemon=True).start()
+                return newest
+    return _build(memory, caller, mapping, key)
+
+
+def _build(memory, caller, mapping, key) -> Directory:
     scope: Scope = memory.scope_for(caller)
     # The store filters by scope; admits is checked again per row so the directory holds by
     # the same reference semantics every leg is tested against.
@@ -87,10 +106,21 @@ def directory_for(memory, caller, mapping: dict[str, str] | None = None, max_age
     rows = [row for row in memory.rows_in_scope(scope, with_text=False) if admits(row, scope)]
     directory = Directory(build(rows, mapping), rows)
     with _lock:
+        cache = _caches.setdefault(memory, OrderedDict())
         cache[key] = directory
         while len(cache) > CACHED_DIRECTORIES:
             cache.popitem(last=False)
     return directory
+
+
+def _refresh(memory, caller, mapping, key, reader) -> None:
+    try:
+        _build(memory, caller, mapping, key)
+    except Exception:  # a closing store, a full disk: the next query builds it itself, and says why
+        log.warning("people directory: a background rebuild failed", exc_info=True)
+    finally:
+        with _lock:
+            _refreshing.discard((memory, reader))
 
 
 def rows_of(directory: Directory, person: Person) -> dict[str, list[Listed]]:

@@ -1,0 +1,74 @@
+"""The people rule's directory is rebuilt off the query path: a query past its max age gets the
+last directory at once while a fresh one is built in the background (one at a time), and gets a
+fresh one after; past STALE_LIMIT_S it waits for its own build."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime
+
+from schemas.rows import Row
+from services.app import people
+from services.core.caller import Caller
+from services.core.scope import Scope
+
+AT = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class SlowStore:
+    """What directory_for reads of a memory, with a build that waits until released."""
+
+    def __init__(self):
+        self.position, self.builds, self.release = 1, 0, threading.Event()
+        self.release.set()
+        self.authors = ["dana@acme.example"]
+
+    def applied_for(self, tenant):
+        return self.position
+
+    def scope_for(self, caller):
+        return Scope(tenant=caller.tenant, readers=caller.readers)
+
+    def rows_in_scope(self, scope, with_text=True):
+        self.builds += 1
+        assert self.release.wait(10)
+        return [Row(row_id=f"r{n}", tenant="t", text="", author=a, ingest_position=n, ingested_at=AT)
+                for n, a in enumerate(self.authors, start=1)]
+
+
+def names(directory):
+    return sorted(p.display_name for p in directory.persons.values())
+
+
+def test_a_stale_directory_answers_at_once_while_a_fresh_one_is_built():
+    memory, caller = SlowStore(), Caller(tenant="t")
+    first = people.directory_for(memory, caller, max_age_s=30)
+    assert names(first) == ["dana@acme.example"] and memory.builds == 1
+
+    memory.position, memory.authors = 2, ["dana@acme.example", "sam@acme.example"]
+    assert people.directory_for(memory, caller, max_age_s=30) is first  # young enough: no build
+    first.built -= 60  # past the max age
+    memory.release.clear()  # the background build now blocks
+    started = time.monotonic()
+    for _ in range(3):  # the rebuild is not waited for, and not started twice
+        assert people.directory_for(memory, caller, max_age_s=30) is first
+    assert time.monotonic() - started < 1
+    deadline = time.monotonic() + 5
+    while memory.builds < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert memory.builds == 2
+    memory.release.set()
+    deadline = time.monotonic() + 5
+    while (fresh := people.directory_for(memory, caller, max_age_s=30)) is first and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert names(fresh) == ["dana@acme.example", "sam@acme.example"] and memory.builds == 2
+
+
+def test_past_the_stale_limit_the_query_builds_its_own():
+    memory, caller = SlowStore(), Caller(tenant="t", readers=frozenset({"user:rita"}))
+    first = people.directory_for(memory, caller, max_age_s=30)
+    memory.position, memory.authors = 2, ["sam@acme.example"]
+    first.built -= people.STALE_LIMIT_S + 1
+    own = people.directory_for(memory, caller, max_age_s=30)
+    assert own is not first and names(own) == ["sam@acme.example"] and memory.builds == 2
