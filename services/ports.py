@@ -124,9 +124,7 @@ class RowScan(Protocol):
     page by page, with its history."""
 
     def in_scope(self, scope: Scope, limit: int = 1_000_000, with_text: bool = True) -> list[Row]:
-        """Every row of the scope in ingest order; without `with_text`, each row's text is ""
-        (the people directory reads authors and participants of every readable row)."""
-        ...
+        """Every row of the scope in ingest order; without `with_text`, each row's text is ""."""
 
     def page(self, tenant: str | None, after: tuple[int, str] | None, limit: int) -> list[Row]:
         """Rows of a tenant (None: every tenant) in (ingest position, row id) order after `after`
