@@ -6,9 +6,11 @@ is a 404."""
 from __future__ import annotations
 
 from contextlib import contextmanager
+from datetime import UTC, datetime
 
 import httpx
 
+from schemas.rows import Row
 from services.core.people import build
 from tests.conftest import LiveServer, create_key, free_port
 
@@ -141,3 +143,21 @@ def test_people_rule_reads_only_persons_the_caller_may_see_and_ranks_their_rows(
         in_leg = {row["author"] for row in dana["rows"] if "people" in row["leg_ranks"]}
         assert in_leg == {"Dana Lee <dana@acme.example>", "dana@acme.example"}
         assert ask(reader, "What did Dana Lee write on pricing?")["people_named"] is None  # switched off
+
+
+def test_a_people_filter_with_after_sees_the_rows_that_write_acknowledged(tmp_path):
+    # The filter's persons were once read before `after` was waited for: a person written in the
+    # same batch was "unknown" (422) to the query that asked for exactly that write.
+    data = tmp_path / "data"
+    writer = create_key(data, role="writer", principal="walt@acme.example", groups=("board",))
+    with served(data) as (server, _memory):
+        doc = {"text": "Freshly written pricing note", "author": "Nova Quick <nova@acme.example>"}
+        row = Row(row_id="x", tenant="default", text="x", author=doc["author"], ingest_position=1,
+                  ingested_at=datetime(2026, 1, 1, tzinfo=UTC))
+        person_id = next(iter(build([row])))
+        made = call(server, writer, "POST", "/v1/documents", json={"documents": [doc]})
+        assert made.status_code == 200, made.text
+        found = call(server, writer, "POST", "/v1/query", json={"q": "pricing", "people": [person_id],
+                                                                "after": made.json()["position"]})
+        assert found.status_code == 200, found.text
+        assert [r["author"] for r in found.json()["rows"]] == [doc["author"]]
