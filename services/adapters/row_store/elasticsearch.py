@@ -240,7 +240,7 @@ class ElasticsearchRowStore:
             with es.driver_errors(COMPONENT, action):
                 response = self.client.search(index=index, query=query, sort=sort, size=size,
                                               search_after=after, track_total_hits=False, source_includes=fields,
-                                              source_excludes=excludes)
+                                              **({"source_excludes": excludes} if excludes else {}))
             hits = response["hits"]["hits"]
             yield from hits
             seen += len(hits)
