@@ -41,7 +41,7 @@ def test_the_audit_route_gives_a_tenants_admin_its_own_trail_only(tmp_path):
     from services.cli.main import main
 
     data = tmp_path / "data"
-    admin = create_key(data, principal="ada")
+    admin = create_key(data, principal="ada.lovelace")  # not hex: a key id never spells it
     globex = create_key(data, tenant="globex", principal="gus")
     writer, reader = create_key(data, role="writer", principal="walt"), create_key(data, role="reader", principal="rita")
     with served(data) as server:
@@ -67,7 +67,7 @@ def test_the_audit_route_gives_a_tenants_admin_its_own_trail_only(tmp_path):
         assert actions == ["backup", "projections.held", "key.created", "export", "export.started"], actions
         assert [e["at"] for e in entries] == sorted((e["at"] for e in entries), reverse=True)
         done = entries[3]
-        assert done["actor"].startswith("ada (key ") and done["tenant"] == "default" and done["kind"] == "export"
+        assert done["actor"].startswith("ada.lovelace (key ") and done["tenant"] == "default" and done["kind"] == "export"
         assert done["details"]["file"] == "default.jsonl" and done["details"]["rows"] == 1
         assert done["details"]["complete"] is True and done["details"]["via"] == "api"
         assert entries[2]["details"]["principal"] == "bot" and entries[2]["actor"] == done["actor"]
@@ -88,7 +88,7 @@ def test_the_audit_route_gives_a_tenants_admin_its_own_trail_only(tmp_path):
             theirs = trail(server, globex, **params)
             assert theirs.status_code == 200, (params, theirs.text)
             assert {e["tenant"] for e in theirs.json()["entries"]} <= {"globex", "*"}, params
-            assert "ada" not in theirs.text and "default.jsonl" not in theirs.text and '"bot"' not in theirs.text
+            assert "ada.lovelace" not in theirs.text and "default.jsonl" not in theirs.text and '"bot"' not in theirs.text
         assert [e["action"] for e in trail(server, globex).json()["entries"]] == ["backup", "key.created"]
 
         for token in (writer, reader):
