@@ -12,10 +12,10 @@ PEOPLE_MAX_LIMIT = 500
 class PersonSummary(BaseModel):
     person_id: str = Field(description="Stable: derived from the primary address, or the mapped id.")
     display_name: str
-    aliases: list[str] = Field(description="Every author/participant string of this person in the caller's rows.")
+    aliases: list[str] = Field(description="Every author, participant or mention string of this person in the caller's rows.")
     roles: dict[str, int] = Field(description=(
         "Rows by role in the caller's rows: author, recipient (a mail's To/Cc), attendee (a meeting's), "
-        "assignee (a ticket's assignee tag), participant (any other)."))
+        "assignee (a ticket's assignee tag), mentioned (@-mentioned in a chat thread), participant (any other)."))
 
 
 class PeopleResponse(BaseModel):

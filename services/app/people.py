@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from schemas.rows import Row
-from services.core.people import ROLES, Person, assignees_of, build, participant_role
+from services.core.people import ROLES, Person, best_role, build, named_by_row
 from services.core.people_mentions import NameIndex, name_index
 from services.core.scope import Scope, admits
 
@@ -38,18 +38,17 @@ class Listed:
     title: str | None
     thread: str | None
     author: str | None
-    participants: tuple[str, ...]
-    assignees: frozenset[str]
+    people: tuple[tuple[str, str], ...]  # (role, string as written) of the others it names
 
 
 class Directory:
-    def __init__(self, persons: dict[str, Person], rows: list[Row]) -> None:
+    def __init__(self, rows: list[Row], mapping: dict[str, str] | None = None) -> None:
         self.built = time.monotonic()
-        self.persons = persons
+        named = named_by_row(rows)
+        self.persons = build(rows, mapping, named)
         self._names: NameIndex | None = None
-        self.rows = [Listed(r.row_id, r.event_time, r.kind, r.title, r.thread, r.author, tuple(r.participants),
-                            assignees_of(r.tags))
-                     for r in rows]
+        self.rows = [Listed(r.row_id, r.event_time, r.kind, r.title, r.thread, r.author, tuple(others))
+                     for r, others in zip(rows, named, strict=True)]
 
     @property
     def names(self) -> NameIndex:
@@ -104,7 +103,7 @@ def _build(memory, caller, mapping, key) -> Directory:
     # the same reference semantics every leg is tested against.
     # Without their texts: a directory keeps none, and at 100k rows the texts were most of the read.
     rows = [row for row in memory.rows_in_scope(scope, with_text=False) if admits(row, scope)]
-    directory = Directory(build(rows, mapping), rows)
+    directory = Directory(rows, mapping)
     with _lock:
         cache = _caches.setdefault(memory, OrderedDict())
         cache[key] = directory
@@ -125,15 +124,17 @@ def _refresh(memory, caller, mapping, key, reader) -> None:
 
 def rows_of(directory: Directory, person: Person) -> dict[str, list[Listed]]:
     """The person's rows by role (author always, the others where they have rows), newest first
-    (undated last). A row counts once: as authored, else under the role of its first participant
-    that is this person."""
+    (undated last). A row counts once: as authored, else under the most specific role of the
+    forms it names this person by."""
     aliases = person.aliases
     by_role: dict[str, list[Listed]] = {"author": []}
     for row in directory.rows:
         if row.author in aliases:
             by_role["author"].append(row)
-        elif (theirs := next((p for p in row.participants if p in aliases), None)) is not None:
-            by_role.setdefault(participant_role(row.kind, theirs, row.assignees), []).append(row)
+        elif roles := [role for role, text in row.people if text in aliases and role in ROLES]:
+            by_role.setdefault(best_role(roles), []).append(row)
+        elif any(text in aliases for _role, text in row.people):
+            by_role.setdefault("participant", []).append(row)
 
     def newest_first(rows: list[Listed]) -> list[Listed]:
         return sorted(rows, key=lambda r: (r.event_time is None, -(r.event_time.timestamp() if r.event_time else 0),

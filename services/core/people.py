@@ -129,57 +129,100 @@ class _Groups:
             self.parent[max(ra, rb)] = min(ra, rb)
 
 
-_SELF = "self"  # the author named again among the participants: counted as an alias, not a role
-ROLES = ("author", "recipient", "attendee", "assignee", "participant")
+_SELF = "self"  # another form of a person the row already names: counted as an alias, not a role
+ROLES = ("author", "recipient", "attendee", "assignee", "mentioned", "participant")
 # What a participant is, by the row's kind: a mail's To/Cc are its recipients, a meeting's
 # participants its attendees; a ticket's are its reporter, assignee and commenters, and the one
-# its "assignee:" tag names is the assignee.
+# its "assignee:" tag names is the assignee. A "mention:" tag (a chat message's @-mention of a
+# known user) names someone the row speaks of, who need not have written in it.
 _PARTICIPANT_ROLE = {"email": "recipient", "meeting": "attendee"}
+_ROLE_RANK = {role: rank for rank, role in enumerate(ROLES)}
 
 
-def assignees_of(tags) -> frozenset[str]:
-    """The case-folded values of a row's "assignee:" tags."""
-    return frozenset(value.strip().casefold() for tag in tags for prefix, _, value in [tag.partition(":")]
-                     if prefix.strip().lower() == "assignee" and value.strip())
+def _tag_values(tags, name: str) -> list[str]:
+    return [value.strip() for tag in tags for prefix, _, value in [tag.partition(":")]
+            if prefix.strip().lower() == name and value.strip()]
 
 
-def participant_role(kind: str, participant: str, assignees: frozenset[str]) -> str:
-    """The role of one of a row's participants (not its author)."""
-    if assignees and participant.casefold() in assignees:
-        return "assignee"
-    return _PARTICIPANT_ROLE.get(kind, "participant")
+def mention_tags(names) -> list[str]:
+    """The "mention:" tags a connector writes for the known users a row @-mentions."""
+    return [f"mention:{name}" for name in dict.fromkeys(n.strip() for n in names if n and n.strip())]
 
 
-def _observations(rows: Iterable[Row]):
-    addresses: dict[str, str | None] = {}  # each distinct string parsed once: 100k rows name a few hundred
+class _Parsed(dict):
+    """Each distinct string parsed once: 100k rows name a few hundred people."""
 
-    def address_of(text: str) -> str | None:
-        if text not in addresses:
-            identity = parse(text)
-            addresses[text] = identity.address if identity else None
-        return addresses[text]
+    def __missing__(self, text: str) -> Identity | None:
+        self[text] = parse(text)
+        return self[text]
 
-    for row in rows:
-        if row.author:
-            yield row, "author", row.author
-        if not row.participants:
+
+def row_people(kind: str, author: str | None, participants, tags, parsed: _Parsed | None = None
+               ) -> list[tuple[str, str]]:
+    """(role, string as written) of everyone a row names besides its author, each string once.
+
+    A participant that is only another form of someone the row already names is `_SELF`: a
+    mail names its sender among the participants as "Name <address>" (the author is the bare
+    address), a ticket its assignee as the address and as "Name <address>". Such a form is an
+    alias of that person, not a second role."""
+    parsed = _Parsed() if parsed is None else parsed
+
+    def address(text: str | None) -> str | None:
+        identity = parsed[text] if text else None
+        return identity.address if identity else None
+
+    tags = tags or ()
+    assignees = {v.casefold() for v in _tag_values(tags, "assignee")}
+    own = address(author)
+    own_name = author.casefold() if author and own is None else None  # a ticket's author is a name
+    named_forms = {address(p): p for p in participants if parsed[p] and parsed[p].name and parsed[p].address}
+    found: list[tuple[str, str]] = []
+    for participant in dict.fromkeys(participants):
+        if participant == author:
             continue
-        author, assignees = address_of(row.author), assignees_of(row.tags) if row.tags else frozenset()
-        for participant in row.participants:
-            if participant == row.author:
-                continue
-            # A mail names its sender among the participants as "Name <address>" (the author
-            # is the bare address): another form of the author, an alias but not a second role.
-            own = author is not None and address_of(participant) == author
-            yield row, _SELF if own else participant_role(row.kind, participant, assignees), participant
+        identity = parsed[participant]
+        theirs = identity.address if identity else None
+        if (own is not None and theirs == own) or (
+                own_name is not None and identity and identity.name and identity.name.casefold() == own_name):
+            role = _SELF
+        elif theirs is not None and named_forms.get(theirs, participant) != participant:
+            role = _SELF  # the bare address of a participant the row also names with their name
+        elif assignees and (participant.casefold() in assignees
+                            or (identity and identity.name and identity.name.casefold() in assignees)):
+            role = "assignee"
+        else:
+            role = _PARTICIPANT_ROLE.get(kind, "participant")
+        found.append((role, participant))
+    written = {author, *participants}
+    found.extend(("mentioned", name) for name in dict.fromkeys(_tag_values(tags, "mention"))
+                 if name not in written)
+    return found
 
 
-def build(rows: Iterable[Row], mapping: Mapping[str, str] | None = None) -> dict[str, Person]:
-    """The persons met in `rows` (author and participants), keyed by person id."""
+def best_role(roles) -> str:
+    """The role a row is listed under for a person it names in several forms: the most specific."""
+    return min(roles, key=_ROLE_RANK.__getitem__)
+
+
+def named_by_row(rows) -> list[list[tuple[str, str]]]:
+    """`row_people` of each row, parsing each distinct string once across all of them."""
+    parsed = _Parsed()
+    return [row_people(row.kind, row.author, row.participants, row.tags, parsed)
+            if row.participants or row.tags else [] for row in rows]
+
+
+def build(rows: Iterable[Row], mapping: Mapping[str, str] | None = None,
+          named: list[list[tuple[str, str]]] | None = None) -> dict[str, Person]:
+    """The persons met in `rows` (author, participants, mentions), keyed by person id. `named`:
+    the rows' `named_by_row`, when the caller has it already."""
+    rows = list(rows)
+    named = named_by_row(rows) if named is None else named
+    observations = [(role, text) for row, others in zip(rows, named, strict=True)
+                    for role, text in ([("author", row.author)] if row.author else []) + others]
     mapping = dict(mapping or {})
     # Each distinct (role, string) is parsed and grouped once, however many rows repeat it: a
     # store's 20,000 rows name a few hundred people, and per-row work made a build take seconds.
-    counts = Counter((role, raw) for _row, role, raw in _observations(rows))
+    counts = Counter(observations)
     identities = {raw: parse(raw) for raw in {raw for _, raw in counts}}
     seen: list[tuple[str, str, Identity, int]] = []  # (role, raw alias, identity, rows)
     names_with_address: dict[str, set[str]] = {}

@@ -26,6 +26,7 @@ from schemas.documents import MAX_NAME_CHARS, MAX_TAGS, MAX_TEXT_CHARS, MAX_VALU
 from services.connectors.base import DeadLetter
 from services.connectors.contract import MAX_MEMBER_BYTES, ExportTree, MemberRefused, Removed, Version
 from services.connectors.dates import to_utc
+from services.core.people import mention_tags
 
 TITLE_CHARS = 120
 VERSION_CHARS = 16
@@ -44,6 +45,7 @@ class Message:
     edited: str = ""  # the source's edit mark (an edit's time): part of the version
     files: tuple[str, ...] = ()  # attachment names or titles, shown in the text
     author_id: str = ""
+    mentions: tuple[str, ...] = ()  # the known users it @-mentions, by the names authors go by
 
 
 @dataclass
@@ -96,8 +98,9 @@ def thread_version(source: str, thread: Thread, where: str, dated_parts: bool = 
     posters = list(dict.fromkeys(_clip(m.author, MAX_NAME_CHARS) for m in messages))
     first_line = next((ln for ln in messages[0].text.splitlines() if ln.strip()), "") or "(attachment)"
     label = thread.channel_name or thread.channel
+    mentioned = mention_tags(_clip(name, MAX_VALUE_CHARS - 8) for m in messages for name in m.mentions)
     tags = [f"channel:{_clip(label, MAX_VALUE_CHARS - 8)}",
-            *(f"speaker:{_clip(p, MAX_VALUE_CHARS - 8)}" for p in posters)][:MAX_TAGS]
+            *(f"speaker:{_clip(p, MAX_VALUE_CHARS - 8)}" for p in posters), *mentioned][:MAX_TAGS]
     try:
         document = DocumentIn(
             text=text, author=posters[0], date=messages[-1].when, kind="chat",

@@ -321,10 +321,10 @@ class MattermostSource:
             for m in post.messages:
                 if m.author_id not in self.users:
                     self.counts["unknown_users"] += 1
-                self.counts["unknown_mentions"] += sum(
-                    1 for name in _MENTION.findall(m.text)
-                    if name.rstrip(".") not in self.users and name.rstrip(".") not in EVERYONE)
-                messages.append(replace(m, author=self.users.get(m.author_id, m.author_id)))
+                named = [name.rstrip(".") for name in _MENTION.findall(m.text)]
+                self.counts["unknown_mentions"] += sum(1 for n in named if n not in self.users and n not in EVERYONE)
+                messages.append(replace(m, author=self.users.get(m.author_id, m.author_id),
+                                        mentions=tuple(dict.fromkeys(self.users[n] for n in named if n in self.users))))
             thread = Thread(key, channel.label, root, messages, readers=readers, private=channel.private,
                             group=key, deleted=post.deleted)
             yield thread_found(NAME, thread, f"{post.where}#{root}")

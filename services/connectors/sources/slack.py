@@ -131,6 +131,11 @@ class Mentions:
             return label or f"@{target[1:].split('^')[0]}"
         return f"{label} ({target})" if label and label != target else target
 
+    def named(self, text: str) -> tuple[str, ...]:
+        """The known users `text` mentions, by name (an unknown id names no one)."""
+        found = (match.group(1).partition("|")[0] for match in _MARKUP.finditer(text))
+        return tuple(dict.fromkeys(self.users[t[1:]] for t in found if t.startswith("@") and t[1:] in self.users))
+
     def render(self, text: str) -> str:
         return html.unescape(_MARKUP.sub(self._one, text))
 
@@ -177,7 +182,7 @@ def parse_message(raw: object, where: str, users: Mapping[str, str], mentions: M
         counts["empty"] += 1
         return None
     return root, Message(id=ts, author=author, when=when, text=mentions.render(text), edited=mark[:40],
-                         files=files, author_id=user)
+                         files=files, author_id=user, mentions=mentions.named(text))
 
 
 def _base(names: list[str]) -> str:

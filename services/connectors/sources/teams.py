@@ -312,7 +312,7 @@ class TeamsSource:
         if _str(raw.get("messageType")) not in ("", "message"):
             self.counts["notices"] += 1
             return mid, root, None, False, modified
-        mentions = self._mentions(raw.get("mentions"))
+        mentions, known = self._mentions(raw.get("mentions"))
         body = raw.get("body") if isinstance(raw.get("body"), dict) else {}
         content = body.get("content") or ""
         if not isinstance(content, str):
@@ -327,7 +327,7 @@ class TeamsSource:
         author, author_id = self._author(raw.get("from"))
         return mid, root, Message(id=mid, author=author, when=when, text=text,
                                   edited=_str(raw.get("lastEditedDateTime"))[:40], files=files,
-                                  author_id=author_id), False, modified
+                                  author_id=author_id, mentions=known), False, modified
 
     def _author(self, raw: object) -> tuple[str, str]:
         sender = raw if isinstance(raw, dict) else {}
@@ -339,9 +339,11 @@ class TeamsSource:
         app = sender.get("application") if isinstance(sender.get("application"), dict) else {}
         return (name or uid or _str(app.get("displayName")) or "unknown")[:512], uid
 
-    def _mentions(self, raw: object) -> dict[str, str]:
-        """Mention id (the `<at id>` of the body) -> the name shown."""
+    def _mentions(self, raw: object) -> tuple[dict[str, str], tuple[str, ...]]:
+        """Mention id (the `<at id>` of the body) -> the name shown; and the names of the known
+        users among them (a mention with only its own text names no one the export knows)."""
         found: dict[str, str] = {}
+        known: dict[str, None] = {}
         for mention in raw[:100] if isinstance(raw, list) else []:
             if not isinstance(mention, dict):
                 continue
@@ -351,8 +353,10 @@ class TeamsSource:
             name = _str(user.get("displayName")) or self.names.get(uid, "") or _str(mention.get("mentionText"))
             if uid and not (_str(user.get("displayName")) or uid in self.names):
                 self.counts["unknown_mentions"] += 1
+            elif uid:
+                known[name] = None
             found[str(mention.get("id"))] = name or uid
-        return found
+        return found, tuple(known)
 
 
 def _files(raw: object) -> tuple[str, ...]:

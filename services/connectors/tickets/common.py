@@ -139,17 +139,24 @@ def ticket_documents(ticket: Ticket, *, acl_from_participants: bool = False) -> 
     facets = [("ticket", ticket.key), ("project", ticket.project), ("status", ticket.status),
               ("priority", ticket.priority), ("assignee", ticket.assignee), *(("label", x) for x in ticket.labels)]
     tags = [f"{name}:{value}" for name, value in facets if value]
-    people = [ticket.who or ticket.author, ticket.assignee_who or ticket.assignee,
-              *(c.who or c.author for c in ticket.comments)]
+    named = [(ticket.author, ticket.who), (ticket.assignee, ticket.assignee_who),
+             *((c.author, c.who) for c in ticket.comments)]
+    people = [who or name for name, who in named]
     # The schema caps list fields; a ticket past the cap keeps its first entries rather than failing.
     tags = tags[:MAX_TAGS]
-    participants = list(dict.fromkeys(p for p in people if p and p != UNKNOWN))[:MAX_TAGS]
+    plain = list(dict.fromkeys(p for p in people if p and p != UNKNOWN))
+    # Jira gives a user's display name and address together: "Name <address>" among the
+    # participants tells the people directory they are one person (the rows are authored, and the
+    # assignee tagged, by the name; the access list and the other participants are the addresses).
+    pairs = [f"{name} <{who}>" for name, who in named if name and who and name != UNKNOWN and name != who
+             and "@" in who and "<" not in name and ">" not in name and "@" not in name]
+    participants = list(dict.fromkeys(plain + pairs))[:MAX_TAGS]
     title = f"{ticket.key}: {ticket.summary}".strip()
     facts = [("Status", ticket.status), ("Priority", ticket.priority), ("Assignee", ticket.assignee),
              ("Labels", ", ".join(ticket.labels))]
     status_line = " · ".join(f"{name}: {value}" for name, value in facts if value)
     common = dict(kind="ticket", thread=ticket.key, title=title, tags=tags, participants=participants,
-                  source=ticket.source, acl=user_entries(participants) if acl_from_participants else [])
+                  source=ticket.source, acl=user_entries(plain[:MAX_TAGS]) if acl_from_participants else [])
     text = "\n\n".join(part for part in (title, ticket.description, status_line) if part)
     docs = [DocumentIn(text=text, author=ticket.author, date=ticket.date, source_id=ticket.key, **common)]
     for n, comment in enumerate(ticket.comments, start=1):

@@ -107,7 +107,8 @@ def test_jira_rest_issue_is_a_conversation_of_dated_documents(tmp_path):
         assert (doc.kind, doc.thread, doc.source, doc.title) == ("ticket", "OPS-7", "jira", "OPS-7: Login broken")
         assert set(doc.tags) >= {"ticket:OPS-7", "status:In Progress", "priority:High", "assignee:Bo Chen",
                                  "label:auth", "label:regression", "project:OPS"}
-        assert doc.participants == ["ana@example.com", "bo@example.com", "Cy Diaz"]
+        assert doc.participants == ["ana@example.com", "bo@example.com", "Cy Diaz",  # then name and address joined
+                                    "Ana Ruiz <ana@example.com>", "Bo Chen <bo@example.com>"]
         assert doc.acl == ["ana@example.com", "bo@example.com", "user:Cy Diaz"]  # people, named as users
 
 

@@ -139,7 +139,7 @@ def test_a_person_page_lists_each_row_once_under_its_role():
                 ingest_position=1, **at),
             Row(row_id="v1", kind="meeting", author="Sam Kim", participants=["Bob Ray"], ingest_position=2, **at),
             Row(row_id="d1", author="Bob Ray", participants=["Sam Kim"], ingest_position=3, **at)]
-    directory = Directory(build(rows), rows)
+    directory = Directory(rows)
     bob = next(p for p in directory.persons.values() if p.display_name == "Bob Ray")
     listed = {role: [r.row_id for r in found] for role, found in rows_of(directory, bob).items()}
     assert listed == {"author": ["d1"], "attendee": ["v1"], "assignee": ["t1"]}
@@ -185,7 +185,52 @@ def test_a_cached_directory_keeps_no_row_text():
     rows = [Row(row_id=f"r{n}", tenant="t", text="secret body " * 500, author="ann@corp.example",
                 participants=["bo@corp.example"], event_time=datetime(2024, 1, n + 1, tzinfo=UTC),
                 ingest_position=n, ingested_at=AT) for n in range(3)]
-    directory = Directory(build(rows, None), rows)
+    directory = Directory(rows, None)
     assert all("secret" not in repr(entry) for entry in directory.rows)
     (ann,) = [p for p in directory.persons.values() if "ann@corp.example" in p.aliases]
     assert [r.row_id for r in rows_of(directory, ann)["author"]] == ["r2", "r1", "r0"]
+
+
+def _rows_of_documents(documents):
+    return [Row(row_id=f"d{n}", tenant="t", text=d.text, author=d.author, kind=d.kind, participants=d.participants,
+                tags=d.tags, ingest_position=n, ingested_at=AT) for n, d in enumerate(documents, start=1)]
+
+
+def test_a_jira_users_display_name_and_address_are_one_person_and_the_assignee_is_listed_as_such():
+    # Jira authors rows and tags the assignee by display name, and names participants by address:
+    # before the connector wrote "Name <address>", Bo Chen was two persons and never an assignee.
+    from services.app.people import Directory, rows_of
+    from services.connectors.tickets.common import Comment, Ticket, ticket_documents
+
+    ticket = Ticket("jira", "OPS-7", "Login broken", "It fails.", "Ana Ruiz", "ana@example.com", AT,
+                    assignee="Bo Chen", assignee_who="bo@example.com",
+                    comments=[Comment("Reproduced.", "Bo Chen", AT, "1", "bo@example.com"),
+                              Comment("Fixed.", "Cy Diaz", AT, "2", None)])
+    directory = Directory(_rows_of_documents(ticket_documents(ticket)))
+    by_name = {p.display_name: p for p in directory.persons.values()}
+    assert sorted(by_name) == ["Ana Ruiz", "Bo Chen", "Cy Diaz"]
+    bo = by_name["Bo Chen"]
+    assert bo.addresses == {"bo@example.com"}
+    listed = {role: [r.row_id for r in found] for role, found in rows_of(directory, bo).items()}
+    assert listed == {"author": ["d2"], "assignee": ["d1", "d3"]}
+    # The reporter is named again as "Ana Ruiz <ana@…>": an alias of the author, not a participant.
+    assert by_name["Ana Ruiz"].roles == {"author": 1, "participant": 2}
+    assert by_name["Ana Ruiz"].addresses == {"ana@example.com"}
+
+
+def test_a_chat_mention_gives_the_mentioned_role_and_never_names_someone_unknown():
+    from services.app.people import Directory, rows_of
+    from services.connectors.sources.chat import Message, Thread, thread_version
+
+    thread = Thread("C1", "general", "1", [
+        Message("1", "Dana Lee", AT, "@Kim Li can you look?", mentions=("Kim Li",)),
+        Message("2", "Sam Ro", AT, "@Dana Lee on it", mentions=("Dana Lee",))])
+    version = thread_version("slack", thread, "w")
+    assert "mention:Kim Li" in version.document.tags and "mention:Dana Lee" in version.document.tags
+    directory = Directory(_rows_of_documents([version.document]))
+    by_name = {p.display_name: p for p in directory.persons.values()}
+    assert sorted(by_name) == ["Dana Lee", "Kim Li", "Sam Ro"]
+    assert by_name["Kim Li"].roles == {"mentioned": 1}
+    assert {role: [r.row_id for r in found] for role, found in rows_of(directory, by_name["Kim Li"]).items()} \
+        == {"author": [], "mentioned": ["d1"]}
+    assert by_name["Dana Lee"].roles == {"author": 1}  # mentioned in her own thread: still its author

@@ -52,6 +52,7 @@ def test_a_post_and_its_replies_are_one_document():
     assert thread.parts == {f"{ms(D1)}@dana", f"{ms(D1, 60)}@lee", f"{ms(D2, 5)}@sam"}
     assert not thread.private and thread.readers == () and thread.group == ""
     assert "channel:Town Square" in doc.tags and doc.title == "Town Square: Ship the **beta** on Friday?"
+    assert [t for t in doc.tags if t.startswith("mention:")] == ["mention:Dana Lee"]  # "@dana.", by her name
     assert versions[f"acme:town-square/{ms(D1, 120)}@sam"].parts == {f"{ms(D1, 120)}@sam"}
     assert source.counts["unknown_mentions"] == 0 and source.counts["other_files"] == 1  # data/q3-plan.pdf
 
@@ -130,6 +131,7 @@ def test_a_user_no_line_names_grants_nobody_through_the_access_map():
     assert not letters
     (dm,) = versions.values()
     assert dm.document.author == "ghost" and dm.readers == ("dana", "ghost")
+    assert not [t for t in dm.document.tags if t.startswith("mention:")]  # @nobody-here names no one
     assert source.counts["unknown_users"] == 1 and source.counts["unknown_mentions"] == 1
     access = AccessMap.from_dict({"users": {"dana": "dana@example.com"}})
     assert access.acl("mattermost", dm.readers, dm.private, [], dm.group) == [

@@ -135,6 +135,8 @@ def test_attachments_are_named_and_mentions_of_unknown_ids_counted():
     text = versions[f"C1/{ts(D1)}"].document.text
     assert "see @U404 and @Lee Park, #general site (https://ex.test) & @here" in text
     assert "[attached: Q3 plan (q3-plan.pdf); x.png]" in text
+    tags = versions[f"C1/{ts(D1)}"].document.tags
+    assert [t for t in tags if t.startswith("mention:")] == ["mention:Lee Park"]  # U404 names no one
     assert versions[f"C1/{ts(D1, 3)}"].document.text.endswith("[attached: only-a-file.txt]")
     assert source.counts["unknown_mentions"] == 1
 

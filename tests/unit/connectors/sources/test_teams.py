@@ -69,6 +69,7 @@ def test_a_message_and_its_replies_are_one_document():
                                      "[2024-01-03 10:00] Sam Roe: Shipped"]
     assert doc.date.isoformat() == "2024-01-03T10:00:05+00:00"
     assert thread.parts == {"1001", "1002", "1003"} and doc.participants == ["Dana Lee", "Lee Park", "Sam Roe"]
+    assert [t for t in doc.tags if t.startswith("mention:")] == ["mention:Lee Park"]  # the people directory's role
     assert "channel:General" in doc.tags and doc.title == "General: Ship the beta on Friday, @Lee Park?"
     # A standard channel of a public team is the tenant's.
     assert not thread.private and thread.readers == ()
@@ -171,6 +172,7 @@ def test_a_user_id_that_names_no_one_grants_nobody_through_the_access_map():
     assert not letters
     day = versions["chats:c1/2024-01-02"]
     assert day.document.text == "[2024-01-02 10:00] u-ghost-9999: @u-nobody-0000 hi"
+    assert not [t for t in day.document.tags if t.startswith("mention:")]  # an unknown id names no one
     assert source.counts["unknown_users"] == 1 and source.counts["unknown_mentions"] == 1
     access = AccessMap.from_dict({"users": {DANA: "dana@example.com"}})
     assert access.acl("teams", day.readers, day.private, [], day.group) == [
