@@ -139,22 +139,24 @@ _PARTICIPANT_ROLE = {"email": "recipient", "meeting": "attendee"}
 _ROLE_RANK = {role: rank for rank, role in enumerate(ROLES)}
 
 
-def _tag_values(tags, name: str) -> list[str]:
-    return [value.strip() for tag in tags for prefix, _, value in [tag.partition(":")]
-            if prefix.strip().lower() == name and value.strip()]
-
-
 def mention_tags(names) -> list[str]:
     """The "mention:" tags a connector writes for the known users a row @-mentions."""
     return [f"mention:{name}" for name in dict.fromkeys(n.strip() for n in names if n and n.strip())]
 
 
 class _Parsed(dict):
-    """Each distinct string parsed once: 100k rows name a few hundred people."""
+    """Each distinct string read once: 100k rows name a few hundred people. The value is
+    (address, case-folded display name, both given), or None for a string that is no one."""
 
-    def __missing__(self, text: str) -> Identity | None:
-        self[text] = parse(text)
+    def __missing__(self, text: str) -> tuple[str | None, str | None, bool] | None:
+        identity = parse(text)
+        self[text] = None if identity is None else (
+            identity.address, identity.name.casefold() if identity.name else None,
+            bool(identity.name and identity.address))
         return self[text]
+
+
+_NOBODY = (None, None, False)
 
 
 def row_people(kind: str, author: str | None, participants, tags, parsed: _Parsed | None = None
@@ -163,39 +165,38 @@ def row_people(kind: str, author: str | None, participants, tags, parsed: _Parse
 
     A participant that is only another form of someone the row already names is `_SELF`: a
     mail names its sender among the participants as "Name <address>" (the author is the bare
-    address), a ticket its assignee as the address and as "Name <address>". Such a form is an
-    alias of that person, not a second role."""
+    address), a ticket its author and assignee as the address and as "Name <address>". Such a
+    form is an alias of that person, not a second role."""
     parsed = _Parsed() if parsed is None else parsed
-
-    def address(text: str | None) -> str | None:
-        identity = parsed[text] if text else None
-        return identity.address if identity else None
-
-    tags = tags or ()
-    assignees = {v.casefold() for v in _tag_values(tags, "assignee")}
-    own = address(author)
-    own_name = author.casefold() if author and own is None else None  # a ticket's author is a name
-    named_forms = {address(p): p for p in participants if parsed[p] and parsed[p].name and parsed[p].address}
+    assignees: set[str] = set()
+    mentions: list[str] = []
+    for tag in tags or ():
+        prefix, _, value = tag.partition(":")
+        if value.strip() and prefix.strip().lower() in ("assignee", "mention"):
+            if prefix.strip().lower() == "assignee":
+                assignees.add(value.strip().casefold())
+            else:
+                mentions.append(value.strip())
+    own, own_name, _ = (parsed[author] or _NOBODY) if author else _NOBODY
+    if own is not None:
+        own_name = None  # a mail's author is an address; a ticket's or a meeting's is a name
+    read = [(p, parsed[p] or _NOBODY) for p in dict.fromkeys(participants) if p != author]
+    named_forms = {address: p for p, (address, _, pair) in read if pair}
+    default = _PARTICIPANT_ROLE.get(kind, "participant")
     found: list[tuple[str, str]] = []
-    for participant in dict.fromkeys(participants):
-        if participant == author:
-            continue
-        identity = parsed[participant]
-        theirs = identity.address if identity else None
-        if (own is not None and theirs == own) or (
-                own_name is not None and identity and identity.name and identity.name.casefold() == own_name):
+    for participant, (address, name, _) in read:
+        if (own is not None and address == own) or (own_name is not None and name == own_name):
             role = _SELF
-        elif theirs is not None and named_forms.get(theirs, participant) != participant:
+        elif address is not None and named_forms.get(address, participant) != participant:
             role = _SELF  # the bare address of a participant the row also names with their name
-        elif assignees and (participant.casefold() in assignees
-                            or (identity and identity.name and identity.name.casefold() in assignees)):
+        elif assignees and (participant.casefold() in assignees or name in assignees):
             role = "assignee"
         else:
-            role = _PARTICIPANT_ROLE.get(kind, "participant")
+            role = default
         found.append((role, participant))
-    written = {author, *participants}
-    found.extend(("mentioned", name) for name in dict.fromkeys(_tag_values(tags, "mention"))
-                 if name not in written)
+    if mentions:
+        written = {author, *participants}
+        found.extend(("mentioned", name) for name in dict.fromkeys(mentions) if name not in written)
     return found
 
 
