@@ -227,9 +227,10 @@ class Memory:
         return self._vectors.vectors(row_ids)
 
     def rows_with_terms(self, scope: Scope, terms: Sequence[str], limit: int) -> list[Row]:
-        """Rows of the scope holding every one of `terms` (the lexical index), best first."""
+        """Rows of the scope holding every one of `terms` (the lexical index), best first, without
+        their texts (the time anchor reads titles and dates; 50 whole documents could be 50 MB)."""
         hits = self._lexical.search_text(list(terms), scope, limit, EVERY_TERM)
-        found = self._rows.get_many([h.row_id for h in hits])
+        found = self._rows.get_many([h.row_id for h in hits], with_text=False)
         return [found[h.row_id] for h in hits if h.row_id in found and admits(found[h.row_id], scope)]
 
     def nearest(self, vector, scope: Scope, limit: int) -> list[tuple[str, float]]:

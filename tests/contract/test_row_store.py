@@ -88,6 +88,9 @@ def test_rows_in_scope_without_their_texts_are_the_same_rows_with_empty_text(sto
     whole, bare = store.in_scope(Scope("t")), store.in_scope(Scope("t"), with_text=False)
     assert [r.row_id for r in whole] == [r.row_id for r in bare] == ["r1", "r3"]
     assert [r.model_copy(update={"text": ""}) for r in whole] == bare and all(r.text for r in whole)
+    fetched, titled = store.get_many(["r3", "r1", "r2"]), store.get_many(["r3", "r1", "missing"], with_text=False)
+    assert set(fetched) == {"r1", "r2", "r3"} and set(titled) == {"r1", "r3"}  # get_many does not scope
+    assert all(titled[i] == fetched[i].model_copy(update={"text": ""}) for i in titled) and fetched["r1"].text
 
 
 def test_heads_carry_the_ranking_fields_of_stored_rows(store):

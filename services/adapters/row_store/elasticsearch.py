@@ -211,17 +211,21 @@ class ElasticsearchRowStore:
     def get(self, row_id: str) -> Row | None:
         return self.get_many([row_id]).get(row_id)
 
-    def get_many(self, row_ids: Sequence[str]) -> dict[str, Row]:
-        return {doc["_id"]: es.row_from_document(doc["_source"]) for doc in self._mget(row_ids)}
+    def get_many(self, row_ids: Sequence[str], with_text: bool = True) -> dict[str, Row]:
+        docs = self._mget(row_ids, excludes=None if with_text else ["text"])
+        return {doc["_id"]: es.row_from_document(doc["_source"]) for doc in docs}
 
     def heads(self, row_ids: Sequence[str]) -> dict[str, RowHead]:
         return {doc["_id"]: head_from(doc["_source"]) for doc in self._mget(row_ids, HEAD_FIELDS)}
 
-    def _mget(self, row_ids: Sequence[str], fields: list[str] | None = None) -> Iterator[dict]:
+    def _mget(self, row_ids: Sequence[str], fields: list[str] | None = None,
+              excludes: list[str] | None = None) -> Iterator[dict]:
         ids = list(dict.fromkeys(row_ids))
+        left_out = {"source_excludes": excludes} if excludes else {}
         for start in range(0, len(ids), _PAGE):
             with es.driver_errors(COMPONENT, "get rows"):
-                response = self.client.mget(index=self.index, ids=ids[start : start + _PAGE], source_includes=fields)
+                response = self.client.mget(index=self.index, ids=ids[start : start + _PAGE], source_includes=fields,
+                                            **left_out)
             yield from (doc for doc in response["docs"] if doc.get("found"))
 
     def _search(self, index: str, query: dict, sort: list, size: int, action: str,

@@ -73,8 +73,8 @@ class SqliteRowStore:
         found = self._query(f"SELECT {_COLUMNS} FROM rows WHERE row_id = ?", (row_id,))
         return row_from(found[0]) if found else None
 
-    def get_many(self, row_ids: Sequence[str]) -> dict[str, Row]:
-        rows = (row_from(record) for record in self._by_ids(_COLUMNS, row_ids))
+    def get_many(self, row_ids: Sequence[str], with_text: bool = True) -> dict[str, Row]:
+        rows = (row_from(record) for record in self._by_ids(_COLUMNS if with_text else _COLUMNS_NO_TEXT, row_ids))
         return {row.row_id: row for row in rows}
 
     def heads(self, row_ids: Sequence[str]) -> dict[str, RowHead]:
