@@ -6,21 +6,18 @@ shows the API's 404."""
 from __future__ import annotations
 
 from services.core.people import build
-from tests.conftest import create_key
 from tests.e2e.test_console import Console, browser, pytestmark, wait_text  # noqa: F401 (browser: the fixture)
-from tests.e2e.test_people_routes import DOCS, _system, call, served
+from tests.e2e.test_people_routes import DOCS, _system, acme_keys, call, served, write
 
 
 def test_the_people_page_lists_readable_persons_and_opens_their_rows(browser, tmp_path):  # noqa: F811
     data = tmp_path / "data"
-    writer = create_key(data, role="writer", principal="walt@acme.example", groups=("board",))
-    reader = create_key(data, role="reader", principal="rita@acme.example", groups=("eng",))
+    writer, reader, _board = acme_keys(data)
     with served(data) as (server, memory):
-        made = call(server, writer, "POST", "/v1/documents", json={"documents": DOCS})
-        assert made.status_code == 200, made.text
-        ids = made.json()["row_ids"]
+        made = write(server, writer, DOCS)
+        ids = made["row_ids"]
         assert call(server, writer, "POST", "/v1/query",
-                    json={"q": "pricing", "after": made.json()["position"]}).status_code == 200
+                    json={"q": "pricing", "after": made["position"]}).status_code == 200
         secret = [pid for pid, p in build([r for r in memory.rows_in_scope(memory.scope_for(_system("default")))
                                            if r.acl]).items() if p.display_name == "Vera Secret"]
         console = Console(browser, server.url)

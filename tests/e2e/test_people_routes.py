@@ -36,6 +36,20 @@ def call(server, token, method, path, **kw) -> httpx.Response:
     return httpx.request(method, server.url + path, headers={"Authorization": f"Bearer {token}"}, timeout=60, **kw)
 
 
+def acme_keys(data) -> tuple[str, str, str]:
+    """A writer in the board group, a reader outside it (eng) and a reader in it."""
+    return (create_key(data, role="writer", principal="walt@acme.example", groups=("board",)),
+            create_key(data, role="reader", principal="rita@acme.example", groups=("eng",)),
+            create_key(data, role="reader", principal="bo@acme.example", groups=("board",)))
+
+
+def write(server, token, documents) -> dict:
+    """POST the documents; the acknowledgement (row ids, position)."""
+    made = call(server, token, "POST", "/v1/documents", json={"documents": documents})
+    assert made.status_code == 200, made.text
+    return made.json()
+
+
 DOCS = [
     {"text": "Pricing plan for May", "author": "Dana Lee <dana@acme.example>", "participants": ["sam@acme.example"]},
     {"text": "Pricing follow-up", "author": "dana@acme.example", "date": "2026-03-01T00:00:00Z"},
@@ -47,16 +61,13 @@ DOCS = [
 
 def test_people_are_scoped_to_tenant_and_readable_rows(tmp_path):
     data = tmp_path / "data"
-    writer = create_key(data, role="writer", principal="walt@acme.example", groups=("board",))
-    reader = create_key(data, role="reader", principal="rita@acme.example", groups=("eng",))
-    board = create_key(data, role="reader", principal="bo@acme.example", groups=("board",))
+    writer, reader, board = acme_keys(data)
     globex = create_key(data, role="writer", tenant="globex", principal="gus@globex.example")
     with served(data) as (server, memory):
-        made = call(server, writer, "POST", "/v1/documents", json={"documents": DOCS})
-        assert made.status_code == 200, made.text
+        made = write(server, writer, DOCS)
         gx = call(server, globex, "POST", "/v1/documents",
                   json={"documents": [{"text": "Pricing at globex", "author": "Gail Other <gail@globex.example>"}]})
-        position = max(made.json()["position"], gx.json()["position"])
+        position = max(made["position"], gx.json()["position"])
         assert call(server, writer, "POST", "/v1/query", json={"q": "pricing", "after": position}).status_code == 200
 
         listed = call(server, reader, "GET", "/v1/people")
@@ -114,13 +125,9 @@ def _system(tenant):
 
 def test_people_rule_reads_only_persons_the_caller_may_see_and_ranks_their_rows(tmp_path):
     data = tmp_path / "data"
-    writer = create_key(data, role="writer", principal="walt@acme.example", groups=("board",))
-    reader = create_key(data, role="reader", principal="rita@acme.example", groups=("eng",))
-    board = create_key(data, role="reader", principal="bo@acme.example", groups=("board",))
+    writer, reader, board = acme_keys(data)
     with served(data) as (server, memory):
-        made = call(server, writer, "POST", "/v1/documents", json={"documents": DOCS})
-        assert made.status_code == 200, made.text
-        after = made.json()["position"]
+        after = write(server, writer, DOCS)["position"]
 
         def ask(token, q, **extra):
             r = call(server, token, "POST", "/v1/query", json={"q": q, "after": after, **extra})

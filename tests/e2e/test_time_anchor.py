@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.test_people_routes import call, served
-from tests.conftest import create_key
+from tests.e2e.test_people_routes import acme_keys, call, served, write
 
 pytestmark = pytest.mark.slow
 
@@ -28,14 +27,11 @@ DOCS = [
 
 def test_before_and_after_an_event_use_the_readable_row_that_dates_it(tmp_path):
     data = tmp_path / "data"
-    writer = create_key(data, role="writer", principal="walt@acme.example", groups=("board",))
-    outsider = create_key(data, role="reader", principal="rita@acme.example", groups=("eng",))
-    board = create_key(data, role="reader", principal="bo@acme.example", groups=("board",))
+    writer, outsider, board = acme_keys(data)
     with served(data) as (server, _memory):
-        made = call(server, writer, "POST", "/v1/documents", json={"documents": DOCS})
-        assert made.status_code == 200, made.text
-        ids = dict(zip([d["source_id"] for d in DOCS], made.json()["row_ids"], strict=True))
-        after = made.json()["position"]
+        made = write(server, writer, DOCS)
+        ids = dict(zip([d["source_id"] for d in DOCS], made["row_ids"], strict=True))
+        after = made["position"]
 
         def ask(token, q, **body):
             answer = call(server, token, "POST", "/v1/query",
