@@ -324,7 +324,9 @@ def test_a_quiet_window_of_negative_or_no_length_is_refused_before_any_server_st
     assert exit_.value.code == 2 and "--quiet-s" in capsys.readouterr().err
 
 
-def test_a_live_run_asks_each_question_under_both_presets_and_keeps_their_answers_apart(capsys):
+def _query_loop(args, stop_after: int, answer_for):
+    """A LiveRun of the questions q1, q2 whose reader is answered by `answer_for(body)` until
+    `stop_after` queries were asked; (run, asked bodies) once its query loop has stopped."""
     import json
     import threading
     from types import SimpleNamespace
@@ -332,18 +334,16 @@ def test_a_live_run_asks_each_question_under_both_presets_and_keeps_their_answer
     import httpx
 
     from bench.live import LiveRun
-    from bench.live_output import print_live_comparison
 
     asked = []
 
     def answer(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
-        asked.append((body["q"], body.get("preset")))
-        if len(asked) >= 8:
+        asked.append(body)
+        if len(asked) >= stop_after:
             run.stop.set()
-        return httpx.Response(200, json={"timings_ms": {"embed": 1.0 if body.get("preset") else 2.0}})
+        return httpx.Response(200, json=answer_for(body))
 
-    args = SimpleNamespace(preset=None, compare_preset="paper-orgmembench", compare_rules=False, warmup=1, rows=10)
     run = LiveRun(args, SimpleNamespace(url="http://bench"), {"writer": "w", "reader": "r", "admin": "a"},
                   iter([]), ["q1", "q2"])
     run.reader = httpx.Client(transport=httpx.MockTransport(answer), base_url="http://bench")
@@ -351,6 +351,17 @@ def test_a_live_run_asks_each_question_under_both_presets_and_keeps_their_answer
     worker.start()
     worker.join(timeout=10)
     assert not worker.is_alive()
+    return run, asked
+
+
+def test_a_live_run_asks_each_question_under_both_presets_and_keeps_their_answers_apart(capsys):
+    from types import SimpleNamespace
+
+    from bench.live_output import print_live_comparison
+
+    args = SimpleNamespace(preset=None, compare_preset="paper-orgmembench", compare_rules=False, warmup=1, rows=10)
+    run, bodies = _query_loop(args, 8, lambda body: {"timings_ms": {"embed": 1.0 if body.get("preset") else 2.0}})
+    asked = [(body["q"], body.get("preset")) for body in bodies]
     # The pair's first alternates; the first pair is the warm-up, kept by neither side.
     assert asked == [("q1", None), ("q1", "paper-orgmembench"), ("q2", "paper-orgmembench"), ("q2", None),
                      ("q1", None), ("q1", "paper-orgmembench"), ("q2", "paper-orgmembench"), ("q2", None)]
@@ -380,30 +391,11 @@ def test_an_unknown_preset_is_refused_before_any_server_starts(flag, capsys):
 
 
 def test_with_compare_rules_each_question_is_also_asked_with_the_rules_on():
-    import json
-    import threading
     from types import SimpleNamespace
 
-    import httpx
-
-    from bench.live import LiveRun
-
-    asked = []
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content)
-        asked.append((body["q"], body.get("people_rules", False), body.get("time_rules", False)))
-        if len(asked) >= 4:
-            run.stop.set()
-        return httpx.Response(200, json={"timings_ms": {"embed": 3.0 if body.get("people_rules") else 2.0}})
-
     args = SimpleNamespace(preset=None, compare_preset=None, compare_rules=True, warmup=0, rows=10)
-    run = LiveRun(args, SimpleNamespace(url="http://bench"), {"writer": "w", "reader": "r", "admin": "a"},
-                  iter([]), ["q1", "q2"])
-    run.reader = httpx.Client(transport=httpx.MockTransport(answer), base_url="http://bench")
-    worker = threading.Thread(target=run.query_loop)
-    worker.start()
-    worker.join(timeout=10)
+    run, bodies = _query_loop(args, 4, lambda body: {"timings_ms": {"embed": 3.0 if body.get("people_rules") else 2.0}})
+    asked = [(body["q"], body.get("people_rules", False), body.get("time_rules", False)) for body in bodies]
     assert asked == [("q1", False, False), ("q1", True, True), ("q2", True, True), ("q2", False, False)]
     assert [q[4]["embed"] for q in run.compared] == [3.0, 3.0]
     assert run.compared_figures(run.compared)["preset"] == "people_rules + time_rules"
