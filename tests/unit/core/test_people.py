@@ -234,3 +234,22 @@ def test_a_chat_mention_gives_the_mentioned_role_and_never_names_someone_unknown
     assert {role: [r.row_id for r in found] for role, found in rows_of(directory, by_name["Kim Li"]).items()} \
         == {"author": [], "mentioned": ["d1"]}
     assert by_name["Dana Lee"].roles == {"author": 1}  # mentioned in her own thread: still its author
+
+
+@pytest.mark.parametrize("spoof", ["Dana Lee <dana@acme.example>", "dana@acme.example", "DANA@ACME.EXAMPLE"])
+def test_a_chat_user_who_names_themself_by_an_address_does_not_become_that_person(spoof):
+    # Chat users set their own display names; an exact address in one would join the chat user
+    # to the mail identity, and their threads would show on that person's page as authored.
+    from services.app.people import Directory, rows_of
+    from services.connectors.sources.chat import Message, Thread, thread_version
+
+    thread = Thread("C1", "general", "1", [Message("1", spoof, AT, "I approve the wire transfer."),
+                                           Message("2", "Sam Ro", AT, f"ok @{spoof}", mentions=(spoof,))])
+    chat = thread_version("slack", thread, "w").document
+    assert "@" not in chat.author and "<" not in chat.author and chat.author in chat.text
+    mail = Row(row_id="m1", tenant="t", text="x", kind="email", author="dana@acme.example",
+               participants=["Dana Lee <dana@acme.example>"], ingest_position=9, ingested_at=AT)
+    directory = Directory([*_rows_of_documents([chat]), mail])
+    (dana,) = [p for p in directory.persons.values() if "dana@acme.example" in p.addresses]
+    assert {role: [r.row_id for r in found] for role, found in rows_of(directory, dana).items()} == {"author": ["m1"]}
+    assert len(directory.persons) == 3  # Dana (mail), the chat user as written, Sam
