@@ -54,21 +54,21 @@ VISIBLE = {"alice": {"public", "chana", "dma"}, "bob": {"public", "chanb"}, "pat
 COMMON = "roadmap review"  # in every conversation: a query for it reaches each row the caller may read
 DAY = "2024-03-04"
 USERS = [{"id": f"U0{i}", "name": n, "profile": {"display_name": n.title()}}
-         for i, n in enumerate(("alice", "bob", "pat", "carol", "dave"), start=1)]
+         for i, n in enumerate(("alice", "bob", "pat", "carol", "dave", "erin"), start=1)]
 ACCESS_MAP = {"users": {"U01": "alice@corp.example", "U02": "bob@corp.example", "U03": "pat@corp.example",
                         "U04": "carol@corp.example"},  # U05 (dave) is mapped by nobody: his entry grants nobody
               "groups": {"G0A": "plans-a"}}  # channel A by its group; B and the DM by their members
 
 
 def export_files() -> dict[str, bytes]:
-    def talk(name: str, first: str, second: str) -> list[dict]:
+    def talk(name: str, first: str, second: str, mention: str = "") -> list[dict]:
         root = ts(DAY, 10 * len(name))
-        return [message(root, first, f"{COMMON}: the plan {MARK[name]} stands"),
+        return [message(root, first, f"{COMMON}: the plan {MARK[name]} stands{mention}"),
                 message(ts(DAY, 10 * len(name) + 5), second, f"agreed, {COMMON} on Friday", thread_ts=root)]
 
     return slack_export(
         {"general": {DAY: talk("public", "U01", "U03")}, "plans-a": {DAY: talk("chana", "U01", "U04")},
-         "plans-b": {DAY: talk("chanb", "U02", "U05")}, "D0A": {DAY: talk("dma", "U04", "U01")}},
+         "plans-b": {DAY: talk("chanb", "U02", "U05", ", ask <@U06>")}, "D0A": {DAY: talk("dma", "U04", "U01")}},
         users=USERS, channels=[{"id": "C01", "name": "general", "members": ["U01", "U02", "U03", "U04"]}],
         groups=[{"id": "G0A", "name": "plans-a", "members": ["U01", "U04"]},
                 {"id": "G0B", "name": "plans-b", "members": ["U02", "U04", "U05"]}],
@@ -261,6 +261,9 @@ def _export(w: World, who: str, kind: str) -> list[Probe]:
 
 # Who wrote in which conversation (export_files): dave writes only in private channel B.
 AUTHORS = {"public": {"Alice", "Pat"}, "chana": {"Alice", "Carol"}, "chanb": {"Bob", "Dave"}, "dma": {"Carol", "Alice"}}
+# And who is @-mentioned where: erin only in private channel B (the people directory's `mentioned`).
+MENTIONED = {"chanb": {"Erin"}}
+NAMED = {name: AUTHORS[name] | MENTIONED.get(name, set()) for name in AUTHORS}
 
 
 def _names(answer: httpx.Response) -> set[str]:
@@ -270,9 +273,10 @@ def _names(answer: httpx.Response) -> set[str]:
 
 def _people(w: World, who: str, kind: str) -> list[Probe]:
     answer = w.get(who, "/v1/people", kind, limit=500)
-    may_know = set().union(*(AUTHORS[name] for name in VISIBLE[who]))
-    # Nobody is listed who wrote only where the caller may not read (pat never learns of Dave).
-    assert {n for n in _names(answer) if n in set().union(*AUTHORS.values())} == may_know, (who, _names(answer))
+    may_know = set().union(*(NAMED[name] for name in VISIBLE[who]))
+    # Nobody is listed who wrote or was mentioned only where the caller may not read (pat never
+    # learns of Dave or Erin).
+    assert {n for n in _names(answer) if n in set().union(*NAMED.values())} == may_know, (who, _names(answer))
     return [Probe("people", answer.content, None)]  # names and counts: no message text
 
 
@@ -281,9 +285,12 @@ def _person(w: World, who: str, kind: str) -> list[Probe]:
     probes = []
     for person in everyone:
         names = {person["display_name"], *person["aliases"]}
-        visible = any(names & AUTHORS[name] for name in VISIBLE[who])
+        visible = any(names & NAMED[name] for name in VISIBLE[who])
         answer = w.get(who, f"/v1/people/{person['person_id']}", kind)
         assert answer.status_code == (200 if visible else 404), (who, sorted(names), answer.status_code)
+        if visible and "Erin" in names:  # never wrote: her page holds the thread that mentions her
+            assert list(answer.json()["rows"]) == ["author", "mentioned"], answer.text
+            assert [r["row_id"] for r in answer.json()["rows"]["mentioned"]] == [w.rows["chanb"]]
         probes.append(Probe(f"person {person['display_name']}", answer.content, ""))  # its rows' titles: leaks only
     assert len(everyone) >= 5
     return probes
@@ -386,9 +393,9 @@ async def mcp_probes(w: World, who: str) -> tuple[set[str], set[str], list[Probe
         await call("what_changed common", "what_changed", {**WINDOW, "q": COMMON, "k": 50}, "*")
         listed = json.loads(_tool_bytes(await session.call_tool("find_people", {"limit": 500})))
         names = {n for p in listed["people"] for n in [p["display_name"], *p["aliases"]]}
-        may_know = set().union(*(AUTHORS[name] for name in VISIBLE[who]))
-        # Nobody is listed who wrote only where the caller may not read (pat never learns of Dave).
-        assert {n for n in names if n in set().union(*AUTHORS.values())} == may_know, (who, names)
+        may_know = set().union(*(NAMED[name] for name in VISIBLE[who]))
+        # Nobody is listed who wrote or was mentioned only where the caller may not read.
+        assert {n for n in names if n in set().union(*NAMED.values())} == may_know, (who, names)
         probes.append(Probe("mcp find_people", json.dumps(listed).encode(), None))
         for name, marker in MARK.items():
             row, channel = w.rows[name], CHANNEL[name]
