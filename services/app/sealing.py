@@ -50,7 +50,8 @@ log = logging.getLogger(__name__)
 
 SEALED_VERSION = 2
 # Tags whose value names a person (the connectors' and the merged rows' conventions).
-PERSON_TAG_PREFIXES = frozenset({"author", "speaker", "participant", "assignee", "reporter", "from", "to", "cc", "person"})
+PERSON_TAG_PREFIXES = frozenset({"author", "speaker", "participant", "assignee", "reporter", "from", "to", "cc", "person",
+                                 "mention"})  # a chat @-mention: the people directory lists its person
 _ADDRESSED = re.compile(r"^(.*?)\s*<([^<>]+)>$")
 _MAX_GENERATIONS = 10_000
 MARKER = "sealed_log"

@@ -5,6 +5,7 @@ is a 404."""
 
 from __future__ import annotations
 
+import json
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
@@ -168,3 +169,38 @@ def test_a_people_filter_with_after_sees_the_rows_that_write_acknowledged(tmp_pa
                                                                 "after": made.json()["position"]})
         assert found.status_code == 200, found.text
         assert [r["author"] for r in found.json()["rows"]] == [doc["author"]]
+
+
+def test_an_erased_subject_leaves_the_people_routes_including_where_only_mentioned(tmp_path):
+    # The directory is a cache of names: after a subject's erasure, neither the rows they wrote nor
+    # a thread that @-mentions them (a mention: tag seals the row with their key too) lists them.
+    data = tmp_path / "data"
+    writer, reader, _board = acme_keys(data)
+    admin = create_key(data, principal="ops@acme.example")
+    with served(data) as (server, _memory):
+        after = write(server, writer, [
+            {"text": "Erin's own pricing notes", "author": "Erin Vale <erin@acme.example>"},
+            {"text": "Pricing: ask @Erin Vale", "author": "Dana Lee <dana@acme.example>", "tags": ["mention:Erin Vale"]},
+            {"text": "Pricing stays as it is", "author": "Dana Lee <dana@acme.example>"}])["position"]
+        assert call(server, reader, "POST", "/v1/query", json={"q": "pricing", "after": after}).status_code == 200
+
+        def listed() -> dict[str, dict]:
+            answer = call(server, reader, "GET", "/v1/people", params={"limit": 500})
+            assert answer.status_code == 200, answer.text
+            return {p["display_name"]: p for p in answer.json()["people"]}
+
+        before = listed()
+        assert before["Erin Vale"]["roles"] == {"author": 1, "mentioned": 1}, before["Erin Vale"]
+        erased = call(server, admin, "POST", "/v1/admin/erasures",
+                      json={"subject": "Erin Vale <erin@acme.example>", "reason": "leaver's request"})
+        assert erased.status_code == 201, erased.text
+        assert erased.json()["rows"] == 2  # her own row and the thread that mentions her
+        assert call(server, reader, "POST", "/v1/query",
+                    json={"q": "pricing", "after": erased.json()["position"]}).status_code == 200
+        now = listed()
+        assert "Erin Vale" not in now and "Dana Lee" in now
+        assert not any("erin" in alias.lower() for p in now.values() for alias in p["aliases"])
+        gone = call(server, reader, "GET", f"/v1/people/{before['Erin Vale']['person_id']}")
+        assert gone.status_code == 404, gone.text
+        dana = call(server, reader, "GET", f"/v1/people/{now['Dana Lee']['person_id']}").json()
+        assert len(dana["rows"]["author"]) == 1 and "erin" not in json.dumps(dana).lower()
