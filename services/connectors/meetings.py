@@ -34,6 +34,7 @@ from services.connectors.base import ConnectorReport, ConnectorState, DeadLetter
 from services.connectors.dates import to_utc
 from services.connectors.files import Paths, run_files
 from services.connectors.paths import PathGuard
+from services.core.people import self_named
 from services.core.scope import user_entries
 from services.errors import MeetingError
 
@@ -251,8 +252,11 @@ def parse_meeting_json(value: object, meeting_id: str) -> Meeting:
 def meeting_document(meeting: Meeting, *, acl_from_participants: bool = False) -> DocumentIn:
     if not any(text for _, text in meeting.turns):
         raise MeetingError("transcript: no text")
-    speakers = meeting.speakers
-    text = "\n".join(f"{s}: {t}" if s else t for s, t in meeting.turns)
+    # A speaker label is the name a participant gave the meeting tool: never an address on the row
+    # (services.core.people.self_named). Organiser and attendees come from the metadata.
+    turns = [(self_named(s) if s else s, t) for s, t in meeting.turns]
+    speakers = list(dict.fromkeys(s for s, _ in turns if s))
+    text = "\n".join(f"{s}: {t}" if s else t for s, t in turns)
     # The schema caps list fields; a crowd past the cap keeps its first names rather than failing.
     tags = [f"meeting:{meeting.meeting_id}", *(f"speaker:{s}" for s in speakers),
             *(f"participant:{a}" for a in meeting.attendees)][:MAX_TAGS]

@@ -139,6 +139,18 @@ _PARTICIPANT_ROLE = {"email": "recipient", "meeting": "attendee"}
 _ROLE_RANK = {role: rank for rank, role in enumerate(ROLES)}
 
 
+# A name its bearer sets (a chat display name, a speaker label of a transcript) is not proof of an
+# address: "Dana Lee <dana@acme.example>" or "dana@acme.example" as one would join its bearer to
+# Dana's mail identity by an exact address match, and grant Dana's access where access lists are
+# made from participants. Such names are kept with look-alike signs, so they never parse as one.
+_NOT_AN_ADDRESS = str.maketrans({"@": "＠", "<": "‹", ">": "›"})
+
+
+def self_named(name: str) -> str:
+    """A self-chosen name as rows carry it: readable as written, never an address."""
+    return name.translate(_NOT_AN_ADDRESS)
+
+
 def mention_tags(names) -> list[str]:
     """The "mention:" tags a connector writes for the known users a row @-mentions."""
     return [f"mention:{name}" for name in dict.fromkeys(n.strip() for n in names if n and n.strip())]

@@ -26,7 +26,7 @@ from schemas.documents import MAX_NAME_CHARS, MAX_TAGS, MAX_TEXT_CHARS, MAX_VALU
 from services.connectors.base import DeadLetter
 from services.connectors.contract import MAX_MEMBER_BYTES, ExportTree, MemberRefused, Removed, Version
 from services.connectors.dates import to_utc
-from services.core.people import mention_tags
+from services.core.people import mention_tags, self_named
 
 TITLE_CHARS = 120
 VERSION_CHARS = 16
@@ -85,22 +85,12 @@ def _clip(value: str, cap: int) -> str:
     return value if len(value) <= cap else value[: cap - 1] + "…"
 
 
-# A chat user sets their own display name. "Dana Lee <dana@acme.example>" or "dana@acme.example"
-# as one would make the people directory join that user to Dana's mail (an exact address match):
-# the rows carry chat names with look-alike signs instead, so a chat name is never an address.
-_NOT_AN_ADDRESS = str.maketrans({"@": "＠", "<": "‹", ">": "›"})
-
-
-def chat_name(name: str) -> str:
-    """A chat user's name as rows carry it (author, participants, mentions, the text's lines)."""
-    return name.translate(_NOT_AN_ADDRESS)
-
-
 def thread_version(source: str, thread: Thread, where: str, dated_parts: bool = False) -> Version | DeadLetter:
     """The thread's one Version, or a dead letter when it has no message or cannot be a document
     (its text over the cap). `dated_parts`: give each message's date (`Version.part_dates`), for a
     source whose export may hold only some days of a thread (Slack's day files)."""
-    messages = [replace(m, author=chat_name(m.author), mentions=tuple(map(chat_name, m.mentions)))
+    # Chat users set their own names: never an address on the rows (services.core.people.self_named).
+    messages = [replace(m, author=self_named(m.author), mentions=tuple(map(self_named, m.mentions)))
                 for m in sorted(thread.messages, key=lambda m: (m.when, m.id))]
     if not messages:
         return DeadLetter(source, where, "a thread with no readable message")

@@ -249,3 +249,19 @@ def test_txt_transcripts_not_asked_for_are_counted_with_how_to_read_them(tmp_pat
     asked = run_meetings(inbox, got.extend, ConnectorState(tmp_path / "data2", "meetings"),
                          formats=["transcript"])
     assert asked.items_seen == 3 and not any(why.startswith(".txt") for why in asked.skipped)
+
+
+def test_a_speaker_who_names_themself_by_an_address_is_not_that_person_nor_given_their_access():
+    # A speaker label is what a participant typed into the meeting tool. As an address it would
+    # join the people directory's person of that address, and with --acl-from-participants grant
+    # that address the meeting.
+    from services.connectors.meetings import Meeting, meeting_document
+    from services.core.people import parse
+
+    meeting = Meeting("m-1", [("ceo@corp.example", "I approve the wire."), ("Eve <cfo@corp.example>", "Me too."),
+                              ("Sam Ro", "Noted.")], attendees=["sam@corp.example"])
+    doc = meeting_document(meeting, acl_from_participants=True)
+    assert not any(parse(p).address for p in doc.participants if p != "sam@corp.example"), doc.participants
+    assert doc.acl == ["sam@corp.example", "user:ceo＠corp.example", "user:Eve ‹cfo＠corp.example›", "user:Sam Ro"]
+    assert doc.author == "ceo＠corp.example" and "ceo＠corp.example: I approve the wire." in doc.text
+    assert "speaker:Sam Ro" in doc.tags  # a plain name is kept as written
