@@ -36,6 +36,7 @@ from services.connectors.base import ConnectorReport, DeadLetter
 from services.connectors.dates import parse_rfc2822
 from services.connectors.extract import html_text
 from services.connectors.mail_attachments import AttachedPart, office_extractor, read_attachments
+from services.core.people import named_address
 from services.errors import EmailParseError
 
 log = logging.getLogger(__name__)
@@ -230,17 +231,6 @@ def _collect(part: Message, body: _Body) -> None:
         body.attachments.append((f"inline {part.get_content_type()}", _part_text(part, body)))
 
 
-def _named_sender(senders: list[tuple[str, str]]) -> str | None:
-    """The first sender as "Name <address>" when From gave a display name that is not itself an
-    address and cannot be misread as one."""
-    if not senders:
-        return None
-    name, address = " ".join(senders[0][0].split()), senders[0][1]
-    if not name or any(ch in name for ch in "<>@") or name.lower() == address.lower():
-        return None
-    return f"{name} <{address}>"
-
-
 def parse_email(raw: bytes, *, acl_from_participants: bool = False) -> ParsedEmail:
     """One RFC 5322 message (bytes) -> a DocumentIn. Raises EmailParseError naming the field."""
     if not raw.strip():
@@ -287,7 +277,7 @@ def parse_email(raw: bytes, *, acl_from_participants: bool = False) -> ParsedEma
     if acl_from_participants:
         # The sender and blind-copied readers hold the message too, so they keep access.
         acl = list(dict.fromkeys(([author] if "@" in author else []) + participants + [a for _, a in bcc]))
-    if named := _named_sender(senders):
+    if senders and (named := named_address(*senders[0])):
         # The author stays the bare address (row ids, `authors` filters and erasures match it);
         # the From pair as written is kept among the participants so the people directory can
         # join this address to the display name that meetings and tickets use for the same human.

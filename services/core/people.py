@@ -151,6 +151,16 @@ def self_named(name: str) -> str:
     return name.translate(_NOT_AN_ADDRESS)
 
 
+def named_address(name: str | None, address: str | None) -> str | None:
+    """"Name <address>" for a display name a source gives with its address (a mail's From, a Jira
+    user), which joins the two in the directory; None when the name is empty, is the address, or
+    holds what could make it read as another address."""
+    name = " ".join((name or "").split())
+    if not name or not address or any(ch in name for ch in "<>@") or name.lower() == address.lower():
+        return None
+    return f"{name} <{address}>"
+
+
 def mention_tags(names) -> list[str]:
     """The "mention:" tags a connector writes for the known users a row @-mentions."""
     return [f"mention:{name}" for name in dict.fromkeys(n.strip() for n in names if n and n.strip())]
@@ -184,11 +194,11 @@ def row_people(kind: str, author: str | None, participants, tags, parsed: _Parse
     mentions: list[str] = []
     for tag in tags or ():
         prefix, _, value = tag.partition(":")
-        if value.strip() and prefix.strip().lower() in ("assignee", "mention"):
-            if prefix.strip().lower() == "assignee":
-                assignees.add(value.strip().casefold())
-            else:
-                mentions.append(value.strip())
+        prefix, value = prefix.strip().lower(), value.strip()
+        if value and prefix == "assignee":
+            assignees.add(value.casefold())
+        elif value and prefix == "mention":
+            mentions.append(value)
     own, own_name, _ = (parsed[author] or _NOBODY) if author else _NOBODY
     if own is not None:
         own_name = None  # a mail's author is an address; a ticket's or a meeting's is a name
@@ -230,12 +240,11 @@ def build(rows: Iterable[Row], mapping: Mapping[str, str] | None = None,
     the rows' `named_by_row`, when the caller has it already."""
     rows = list(rows)
     named = named_by_row(rows) if named is None else named
-    observations = [(role, text) for row, others in zip(rows, named, strict=True)
-                    for role, text in ([("author", row.author)] if row.author else []) + others]
     mapping = dict(mapping or {})
     # Each distinct (role, string) is parsed and grouped once, however many rows repeat it: a
     # store's 20,000 rows name a few hundred people, and per-row work made a build take seconds.
-    counts = Counter(observations)
+    counts = Counter(observation for row, others in zip(rows, named, strict=True)
+                     for observation in ([("author", row.author)] if row.author else []) + others)
     identities = {raw: parse(raw) for raw in {raw for _, raw in counts}}
     seen: list[tuple[str, str, Identity, int]] = []  # (role, raw alias, identity, rows)
     names_with_address: dict[str, set[str]] = {}

@@ -10,6 +10,7 @@ from datetime import datetime
 
 from schemas.documents import MAX_TAGS, DocumentIn
 from services.connectors.dates import parse_rfc2822, to_utc
+from services.core.people import named_address
 from services.core.scope import user_entries
 from services.errors import TicketError
 
@@ -148,8 +149,8 @@ def ticket_documents(ticket: Ticket, *, acl_from_participants: bool = False) -> 
     # Jira gives a user's display name and address together: "Name <address>" among the
     # participants tells the people directory they are one person (the rows are authored, and the
     # assignee tagged, by the name; the access list and the other participants are the addresses).
-    pairs = [f"{name} <{who}>" for name, who in named if name and who and name != UNKNOWN and name != who
-             and "@" in who and "<" not in name and ">" not in name and "@" not in name]
+    pairs = [pair for name, who in named if name != UNKNOWN and who and "@" in who
+             and (pair := named_address(name, who))]
     participants = list(dict.fromkeys(plain + pairs))[:MAX_TAGS]
     title = f"{ticket.key}: {ticket.summary}".strip()
     facts = [("Status", ticket.status), ("Priority", ticket.priority), ("Assignee", ticket.assignee),

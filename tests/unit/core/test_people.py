@@ -253,3 +253,13 @@ def test_a_chat_user_who_names_themself_by_an_address_does_not_become_that_perso
     (dana,) = [p for p in directory.persons.values() if "dana@acme.example" in p.addresses]
     assert {role: [r.row_id for r in found] for role, found in rows_of(directory, dana).items()} == {"author": ["m1"]}
     assert len(directory.persons) == 3  # Dana (mail), the chat user as written, Sam
+
+
+@pytest.mark.parametrize("hostile", ["Eve <ceo@corp.example>", "ceo@corp.example", "Eve >", "   "])
+def test_a_jira_display_name_that_could_read_as_an_address_adds_no_pair(hostile):
+    from services.connectors.tickets.common import Ticket, ticket_documents
+
+    ticket = Ticket("jira", "OPS-8", "x", "y", "Ana Ruiz", "ana@example.com", AT,
+                    assignee=hostile, assignee_who="eve@example.com")
+    (doc,) = ticket_documents(ticket)
+    assert doc.participants == ["ana@example.com", "eve@example.com", "Ana Ruiz <ana@example.com>"]
