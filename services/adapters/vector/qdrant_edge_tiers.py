@@ -35,7 +35,8 @@ import numpy as np
 from qdrant_edge import Filter
 
 from schemas.rows import Row
-from services.adapters.vector.qdrant_edge import QdrantEdgeVectorIndex
+from services.adapters.vector._payload import scope_filter
+from services.adapters.vector.qdrant_edge_exact import MirroredEdgeShard
 from services.adapters.vector.qdrant_edge_build import (
     BuildFailed,
     BuildJournal,
@@ -109,8 +110,8 @@ class TieredEdgeVectorIndex(BuildSwap):
         fraction of the time and copied without its preallocated log files."""
         if name.startswith("s-"):
             return HostedShard(self.path / name, self.dim, self._search_ef)
-        return QdrantEdgeVectorIndex(self.path / name, self.dim, self._search_ef,
-                                     wal=None if (self.path / name).exists() else False)
+        return MirroredEdgeShard(self.path / name, self.dim, self._search_ef,
+                                 wal=None if (self.path / name).exists() else False)
 
     def _new_name(self, kind: str) -> str:
         self._seq += 1
@@ -178,14 +179,15 @@ class TieredEdgeVectorIndex(BuildSwap):
     # --- reads -----------------------------------------------------------------------------
 
     def search(self, vector: np.ndarray, scope: Scope, limit: int, exact: bool = False) -> list[Hit]:
+        wanted = scope_filter(scope)
         with self._published.reading() as tiers:
 
             def ask(query: list[float], qfilter: Filter, fetch: int) -> list[Hit] | None:
                 # Every host is asked first: their graphs are searched while this thread searches
-                # the exact shards.
+                # the exact shards' copies in memory.
                 with ExitStack() as asked:
                     graphs = [asked.enter_context(shard.asking(query, scope, fetch, exact)) for shard in tiers.sealed]
-                    found = [shard.nearest(query, qfilter, fetch, True) for shard in tiers.exact]
+                    found = [shard.exact_nearest(query, wanted, fetch) for shard in tiers.exact]
                     return merged_cut([*(hits() for hits in graphs), *found], limit, fetch)
 
             return widening_search(vector, self.dim, scope, limit, ask)
