@@ -69,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=300, help="questions per round and tree")
     parser.add_argument("--work", type=Path, default=Path("/tmp/orgmem-live"), help="where bench.live keeps its corpus")
     args = parser.parse_args(argv)
+    if args.rounds < 1 or args.queries < 1:
+        parser.error("--rounds and --queries: at least 1")
     trees = [t.resolve() for t in (args.tree or [Path(".")])]
     for tree in trees:
         if not (tree / "services" / "cli" / "__main__.py").is_file():
