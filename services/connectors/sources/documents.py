@@ -31,6 +31,7 @@ from services.connectors.sources.document_formats import (HINTS, IMAGES, MAX_XML
                                                           PROP, READ, DocError, base_folder, detect, digest,
                                                           export_name, first_heading, front_matter, notion_top,
                                                           parse_date)
+from services.core.people import self_named
 
 NAME = "documents"
 __all__ = ["NAME", "DocError", "DocumentsSource", "detect", "front_matter", "parse_date"]
@@ -95,11 +96,15 @@ class DocumentsSource:
             return DeadLetter(NAME, self._where(name), f"text over {MAX_TEXT_CHARS} characters ({len(text)}), not read")
         if date is None:
             self.counts["dated_by_run"] += 1
-        version = version or digest(title, text, author)
+        version = version or digest(title, text, author)  # of the name as written: ids stay as they were
+        # Whoever writes a file sets its author (front matter, a PDF's or an Office file's
+        # properties, a page's author in an export): never an address on the rows, as chat names
+        # (services.core.people.self_named).
+        author, participants = self_named(author), tuple(self_named(p) for p in participants if p)
         try:
             document = DocumentIn(text=text, title=title[:4096] or None, author=author[:512], kind="doc",
                                   date=date or self.fallback, tags=list(tags), thread=item.split("/", 1)[0],
-                                  participants=[p[:512] for p in dict.fromkeys(participants) if p],
+                                  participants=[p[:512] for p in dict.fromkeys(participants)],
                                   parent=parent, source_id=f"{item}@{version}" if parent else None)
         except ValueError as exc:
             return DeadLetter(NAME, self._where(name), f"not a valid document: {exc}"[:1000])

@@ -270,3 +270,25 @@ def test_the_runs_report_counts_what_was_skipped_in_every_export(tmp_path):
                         guard=PathGuard([tmp_path]))
     assert report.skipped == {".jpg files: images carry no text orgmem reads": 2}
     assert report.to_dict()["skipped"] == report.skipped
+
+
+def test_an_author_the_file_sets_is_never_an_address_on_the_row():
+    """A file's author is whoever wrote the file says it is: "Dana Lee <dana@acme.example>" in front
+    matter, or an address as a page's creator, would join it to Dana's mail identity in the people
+    directory (an exact address match) and count its rows as hers."""
+    from services.core.people import parse
+
+    files = {"memo.md": b"---\ntitle: Memo\ndate: 2024-03-01\nauthor: Dana Lee <dana@acme.example>\n---\nRaise approved."}
+    versions, letters, _ = read(files)
+    memo = versions["handbook/memo.md"]
+    assert not letters and memo.document.author == "Dana Lee ‹dana＠acme.example›"
+    assert parse(memo.document.author).address is None  # no address in it
+    again, _, _ = read(files)
+    assert again["handbook/memo.md"].version == memo.version  # version ids of the name as written: unchanged
+    pages = [{"id": "300", "title": "Runbook", "version": 1, "body": "<p>restart</p>",
+              "modified": "2024-03-03 09:00:00.000", "creator": "ceo@acme.example"}]
+    found = [f for f in DocumentsSource().read(MemoryTree(fx.confluence_xml_export("ENG", pages), label="eng"), {})
+             if isinstance(f, Version)]
+    page = found[0].document
+    assert page.author == "ceo＠acme.example" and page.participants == ["ceo＠acme.example"]
+    assert all(parse(p).address is None for p in (page.author, *page.participants))
