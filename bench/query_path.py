@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench.live import WORK
 from bench.live_corpus import query_questions
 from bench.live_report import percentile
 from bench.live_server import Server, client, create_keys
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tree", action="append", type=Path, help="a source tree to start the server from (repeat)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--queries", type=int, default=300, help="questions per round and tree")
-    parser.add_argument("--work", type=Path, default=Path("/tmp/orgmem-live"), help="where bench.live keeps its corpus")
+    parser.add_argument("--work", type=Path, default=WORK, help="where bench.live keeps its corpus")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.queries < 1:
         parser.error("--rounds and --queries: at least 1")

@@ -31,7 +31,6 @@ from qdrant_edge import (
     Point,
     Query,
     QueryRequest,
-    ScrollRequest,
     SearchParams,
     UpdateOperation,
 )
@@ -48,7 +47,8 @@ from services.adapters.vector._payload import (
     rank,
     row_payload,
 )
-from services.adapters.vector.qdrant_edge_search import ensure_payload_indexes, scored_points, widening_search
+from services.adapters.vector.qdrant_edge_search import (ensure_payload_indexes, scored_points, stored_pages,
+                                                          widening_search)
 from services.core.scope import Scope
 from services.errors import BackendUnavailable, InvalidVectors, OrgmemError
 from services.ports import Hit
@@ -382,16 +382,10 @@ def dense(vector):
 
 
 def copy_points(source: EdgeShard, target: EdgeShard, rekey: bool, leave_out: Set[str] = frozenset()) -> None:
-    """Every point of `source` whose id is not in `leave_out` into `target`, a page at a time,
-    with its stored vector and payload (nothing encoded again): keyed by its row id
-    (`carrying_point_id`) when `rekey`, else under its own id."""
-    offset = None
-    while True:
-        points, offset = source.scroll(
-            ScrollRequest(limit=UPSERT_BATCH, offset=offset, with_payload=True, with_vector=True))
+    """Every point of `source` not in `leave_out` into `target`, vector and payload as stored (nothing
+    encoded again), keyed by its row id (`carrying_point_id`) when `rekey`, else by its own id."""
+    for points in stored_pages(source):
         copies = [Point(carrying_point_id(p.payload["row_id"]) if rekey else pid, dense(p.vector), p.payload)
                   for p in points if (pid := str(p.id)) not in leave_out]
         if copies:
             target.update(UpdateOperation.upsert_points(copies))
-        if offset is None:
-            break

@@ -20,8 +20,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
-from qdrant_edge import ScrollRequest
-
 from schemas.rows import Row
 from services.adapters.vector._payload import (
     DATETIME_FIELDS,
@@ -29,18 +27,17 @@ from services.adapters.vector._payload import (
     Condition,
     Scored,
     ScopeFilter,
-    checked_batch,
     rank,
     row_payload,
 )
 from services.adapters.vector.qdrant_edge import QdrantEdgeVectorIndex, dense
+from services.adapters.vector.qdrant_edge_search import stored_pages
 from services.errors import InvalidVectors, OrgmemError
 
 # Fields kept as one code per row (a dictionary of the field's values); `acl` is kept as the code
 # of the row's whole token list, decided once per distinct list and query.
 CODED_FIELDS = (TENANT_FIELD, "state", "kind", "author", "thread")
 NO_VALUE = -1  # the code of an absent field (a row without a thread): it matches no condition
-SCROLL_PAGE = 1000
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -220,15 +217,11 @@ class MirroredEdgeShard(QdrantEdgeVectorIndex):
     def _open(self):
         shard = super()._open()
         self.mirror = ExactMirror(self.dim)
-        offset = None
-        while True:
-            points, offset = shard.scroll(ScrollRequest(limit=SCROLL_PAGE, offset=offset, with_payload=True,
-                                                        with_vector=True))
-            kept = [(p.payload, dense(p.vector)) for p in points if p.payload and dense(p.vector) is not None]
+        for points in stored_pages(shard):
+            kept = [(p.payload, vector) for p in points if p.payload and (vector := dense(p.vector)) is not None]
             if kept:
                 self.mirror.put([payload for payload, _ in kept], np.asarray([v for _, v in kept], dtype=np.float32))
-            if offset is None:
-                return shard
+        return shard
 
     def upsert(self, rows: Sequence[Row], vectors: np.ndarray, positions: Mapping[str, int] | None = None) -> None:
         """The engine first; the copy takes what the engine took (a failed write leaves it as it
@@ -241,7 +234,7 @@ class MirroredEdgeShard(QdrantEdgeVectorIndex):
         self._copy(rows, vectors, {})
 
     def _copy(self, rows: Sequence[Row], vectors: np.ndarray, refused: Mapping[str, str]) -> None:
-        matrix, _ = checked_batch(rows, vectors, self.dim)
+        matrix = np.asarray(vectors, dtype=np.float32)  # its shape checked by the engine's upsert
         kept = [i for i, row in enumerate(rows) if row.row_id not in refused]
         self.mirror.put([row_payload(rows[i]) for i in kept], matrix[kept])
 

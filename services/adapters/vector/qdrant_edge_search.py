@@ -9,7 +9,7 @@ driver's objects, so the single-shard index and the tiered one cannot drift apar
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import chain
 
 import numpy as np
@@ -22,6 +22,7 @@ from qdrant_edge import (
     MatchAny,
     MatchValue,
     RangeDateTime,
+    ScrollRequest,
     UpdateOperation,
 )
 
@@ -125,6 +126,21 @@ def widening_search(vector: np.ndarray, dim: int, scope: Scope, limit: int, ask:
         if hits is not None:
             return hits
         fetch *= 4
+
+
+# Points per page when a shard's points are read whole (a copy, the exact shards' memory copy).
+STORED_PAGE = 1000
+
+
+def stored_pages(shard: EdgeShard) -> Iterator[list]:
+    """Every point of `shard` with its payload and stored vector, a page at a time."""
+    offset = None
+    while True:
+        points, offset = shard.scroll(ScrollRequest(limit=STORED_PAGE, offset=offset, with_payload=True,
+                                                    with_vector=True))
+        yield points
+        if offset is None:
+            return
 
 
 def scored_points(shard: EdgeShard, points: list, carrying: bool) -> list[Scored]:
