@@ -66,6 +66,7 @@ class Memory:
         self._embedder, self._retriever = embedder, retriever
         self.projection = projection
         self.config = config
+        self.closed = False  # background work that fails after close() is not reported as a fault
         # Projections found missing or far behind the row store at start (name -> state).
         self.problems: dict[str, str] = {}
 
@@ -293,6 +294,7 @@ class Memory:
         return forget(texts) if forget else 0
 
     def close(self) -> None:
+        self.closed = True
         self._retriever.close()
         closable_embedder = [self._embedder] if hasattr(self._embedder, "close") else []  # its vector cache
         for part in (self._lexical, self._vectors, self._rows, self._log, *closable_embedder):

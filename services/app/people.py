@@ -115,8 +115,11 @@ def _build(memory, caller, mapping, key) -> Directory:
 def _refresh(memory, caller, mapping, key, reader) -> None:
     try:
         _build(memory, caller, mapping, key)
-    except Exception:  # a closing store, a full disk: the next query builds it itself, and says why
-        log.warning("people directory: a background rebuild failed", exc_info=True)
+    except Exception:  # a full disk, a broken store: the next query builds it itself, and says why
+        if getattr(memory, "closed", False):  # the server stopped during the build: not a fault
+            log.debug("people directory: a background rebuild stopped, the store closed")
+        else:
+            log.warning("people directory: a background rebuild failed", exc_info=True)
     finally:
         with _lock:
             _refreshing.discard((memory, reader))

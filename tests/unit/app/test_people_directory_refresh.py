@@ -4,6 +4,7 @@ fresh one after; past STALE_LIMIT_S it waits for its own build."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from datetime import UTC, datetime
@@ -23,6 +24,10 @@ class SlowStore:
         self.position, self.builds, self.release = 1, 0, threading.Event()
         self.release.set()
         self.authors = ["dana@acme.example"]
+        self.closed, self.error = False, None
+
+    def close(self):
+        self.closed = True
 
     def applied_for(self, tenant):
         return self.position
@@ -33,6 +38,10 @@ class SlowStore:
     def rows_in_scope(self, scope, with_text=True):
         self.builds += 1
         assert self.release.wait(10)
+        if self.closed:
+            raise RuntimeError("Cannot operate on a closed database.")
+        if self.error:
+            raise self.error
         return [Row(row_id=f"r{n}", tenant="t", text="", author=a, ingest_position=n, ingested_at=AT)
                 for n, a in enumerate(self.authors, start=1)]
 
@@ -72,3 +81,43 @@ def test_past_the_stale_limit_the_query_builds_its_own():
     first.built -= people.STALE_LIMIT_S + 1
     own = people.directory_for(memory, caller, max_age_s=30)
     assert own is not first and names(own) == ["sam@acme.example"] and memory.builds == 2
+
+
+def stale_build_blocked(memory, caller):
+    first = people.directory_for(memory, caller, max_age_s=30)
+    memory.position = 2
+    first.built -= 60
+    memory.release.clear()
+    assert people.directory_for(memory, caller, max_age_s=30) is first  # the rebuild waits in the background
+    deadline = time.monotonic() + 5
+    while memory.builds < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert memory.builds == 2
+
+
+def wait_for_refresh_end(memory):
+    deadline = time.monotonic() + 5
+    while any(m is memory for m, _ in list(people._refreshing)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not any(m is memory for m, _ in list(people._refreshing))
+
+
+def test_a_rebuild_cut_short_by_shutdown_is_no_fault_in_the_log(caplog):
+    memory, caller = SlowStore(), Caller(tenant="t", readers=frozenset({"user:shut"}))
+    stale_build_blocked(memory, caller)
+    with caplog.at_level(logging.DEBUG, logger=people.__name__):
+        memory.close()  # the server stops while the build waits
+        memory.release.set()
+        wait_for_refresh_end(memory)
+    assert [r.levelno for r in caplog.records] == [logging.DEBUG]
+    assert not any(r.exc_info for r in caplog.records)  # no traceback on the operator's terminal
+
+
+def test_a_rebuild_that_fails_while_open_is_still_a_warning(caplog):
+    memory, caller = SlowStore(), Caller(tenant="t", readers=frozenset({"user:open"}))
+    stale_build_blocked(memory, caller)
+    memory.error = OSError("No space left on device")
+    with caplog.at_level(logging.DEBUG, logger=people.__name__):
+        memory.release.set()
+        wait_for_refresh_end(memory)
+    assert [r.levelno for r in caplog.records] == [logging.WARNING] and caplog.records[0].exc_info
