@@ -56,7 +56,8 @@ def create_app(settings: Settings, memory: Memory, on_close=None) -> FastAPI:
         state.indexer.start()
         # What start-up built (modules, the app, the models' and indexes' Python objects) lives as
         # long as the server: frozen, the collector's full passes stop walking it again and again
-        # (about 160k objects; ~50 ms per pass, a few passes per thousand queries, bench/live.py).
+        # (~160k objects at 12k rows: ~50 ms per pass, a few passes per thousand queries; frozen
+        # ~4 ms; docs/live-summary.md).
         gc.collect()
         gc.freeze()
         yield
