@@ -64,6 +64,7 @@ from bench.live_server import (
     create_keys,
     disk_parts,
     sample,
+    stage_medians,
     stage_p50,
     timed_query,
 )
@@ -73,6 +74,18 @@ RULES = {"people_rules": True, "time_rules": True}
 RULES_LABEL = "people_rules + time_rules"
 RULES_P50_MS = 2.0  # issue 42: the rules on may cost at most this much p50
 WORK = Path(tempfile.gettempdir()) / "orgmem-live"  # extracted Enron mail, generated organisations, base vectors
+
+
+def stages_of(window: list[tuple]) -> dict[str, float]:
+    """Each stage's median over the window's answered queries, and the time outside them."""
+    return {name: round(ms, 2) for name, ms in stage_medians([(q[2], q[4]) for q in window if q[4]]).items()}
+
+
+def stages_line(row: dict) -> str:
+    """One line under a table line: where a query's time went, live and with nothing ingested."""
+    def cells(stages: dict | None) -> str:
+        return ", ".join(f"{name} {ms:.1f}" for name, ms in (stages or {}).items() if name not in ("p50", "p95")) or "-"
+    return f"  stage p50 ms, live: {cells(row.get('stages_ms'))}; nothing ingested: {cells(row.get('quiet_stages_ms'))}"
 
 
 class LiveRun:
@@ -203,7 +216,7 @@ class LiveRun:
         summary = lr.latency_summary([q[2] for q in window])
         return {"quiet_n": summary["n"], "quiet_p50_ms": summary["p50_ms"], "quiet_p95_ms": summary["p95_ms"],
                 "quiet_retrieval_p50_ms": stage_p50(window, None), "quiet_settle_s": round(began - paused, 1),
-                "quiet_compared_p50_ms": compared and compared["p50_ms"]}
+                "quiet_compared_p50_ms": compared and compared["p50_ms"], "quiet_stages_ms": stages_of(window)}
 
     def live_queries(self, queries: list[tuple] | None = None) -> list[tuple]:
         """The queries (default: --preset's) sent while ingest ran (none from a pause to the end
@@ -227,6 +240,7 @@ class LiveRun:
                 **lr.latency_summary([q[2] for q in window]), "slow": slow, "slow_during_build": slow_building,
                 "embed_p50_ms": stage_p50(window, "embed"), "vector_p50_ms": stage_p50(window, "vector"),
                 "retrieval_p50_ms": stage_p50(window, None), "versions_p50_ms": stage_p50(window, "versions"),
+                "stages_ms": stages_of(window),
                 "graph_rows": last["graph_rows"], "exact_rows": last["exact_rows"], "builds": last["builds"],
                 "last_build_s": last["last_build_s"], "lag_events": last["lag_events"], "lag_s": last["lag_s"],
                 "max_lag_s": max(s["lag_s"] for s in samples) if samples else None,
@@ -270,6 +284,7 @@ class LiveRun:
                     paused_s = since - last["t"]
                 rows_out.append(row)
                 print(lr.render_table(LIVE_HEADERS, [live_cells(row)]).splitlines()[-1], flush=True)
+                print(stages_line(row), flush=True)
                 if row["compared"]:
                     print_live_comparison(self.args.preset, row, RULES_P50_MS if self.args.compare_rules else None)
             if done:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -124,6 +125,27 @@ def stage_p50(queries: list[tuple], stage: str | None) -> float | None:
     values = [q[4][stage] if stage else sum(q[4].values()) for q in queries if (stage in q[4] if stage else q[4])]
     value = lr.percentile(values, 50)
     return None if value is None else round(value, 1)
+
+
+# Stages that run on the lexical worker, overlapping the query's own thread: not part of its sum.
+OVERLAPPING = ("lexical", "rows_lexical")
+
+
+def stage_medians(samples: list[tuple[float, dict[str, float]]]) -> dict[str, float]:
+    """(client ms, `timings_ms`) per query -> p50, p95, each stage's median, and "outside
+    retrieval": the client's time less the stages on the query's own thread (HTTP, the
+    response's rendering, waiting for a core, the client itself)."""
+    totals = [t for t, _ in samples]
+    stages: dict[str, list[float]] = {}
+    outside = []
+    for total, timings in samples:
+        for name, ms in timings.items():
+            stages.setdefault(name, []).append(ms)
+        outside.append(total - sum(ms for name, ms in timings.items() if name not in OVERLAPPING))
+    if not samples:
+        return {}
+    return {"p50": statistics.median(totals), "p95": lr.percentile(totals, 95),
+            **{name: statistics.median(v) for name, v in stages.items()}, "outside retrieval": statistics.median(outside)}
 
 
 def disk_parts(data: Path) -> dict[str, float | None]:

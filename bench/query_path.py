@@ -17,19 +17,16 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import statistics
 import sys
 import time
 from pathlib import Path
 
 from bench.live import WORK
 from bench.live_corpus import query_questions
-from bench.live_report import percentile
-from bench.live_server import Server, client, create_keys
+from bench.live_server import Server, client, create_keys, stage_medians
 
 WARMUP = 20
-# Stages that run on the lexical worker, overlapping the query's own thread: not part of its sum.
-OVERLAPPING = ("lexical", "rows_lexical")
+summary = stage_medians  # the figures printed per tree
 
 
 def one_round(tree: Path, data: Path, token: str, questions: list[str]) -> list[tuple[float, dict[str, float]]]:
@@ -48,18 +45,6 @@ def one_round(tree: Path, data: Path, token: str, questions: list[str]) -> list[
             return out
     finally:
         server.stop()
-
-
-def summary(samples: list[tuple[float, dict[str, float]]]) -> dict[str, float]:
-    totals = [t for t, _ in samples]
-    stages: dict[str, list[float]] = {}
-    outside = []
-    for total, timings in samples:
-        for name, ms in timings.items():
-            stages.setdefault(name, []).append(ms)
-        outside.append(total - sum(ms for name, ms in timings.items() if name not in OVERLAPPING))
-    return {"p50": statistics.median(totals), "p95": percentile(totals, 95),
-            **{name: statistics.median(v) for name, v in stages.items()}, "outside retrieval": statistics.median(outside)}
 
 
 def main(argv: list[str] | None = None) -> int:
