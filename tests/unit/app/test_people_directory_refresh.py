@@ -121,3 +121,86 @@ def test_a_rebuild_that_fails_while_open_is_still_a_warning(caplog):
         memory.release.set()
         wait_for_refresh_end(memory)
     assert [r.levelno for r in caplog.records] == [logging.WARNING] and caplog.records[0].exc_info
+
+
+def in_threads(count, call):
+    results, threads = [None] * count, []
+    for n in range(count):
+        def one(n=n):
+            try:
+                results[n] = call()
+            except Exception as error:  # noqa: BLE001 - the test looks at what each caller got
+                results[n] = error
+        threads.append(threading.Thread(target=one))
+        threads[-1].start()
+    return results, threads
+
+
+def wait_builds(memory, count):
+    deadline = time.monotonic() + 5
+    while memory.builds < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert memory.builds == count
+
+
+def test_callers_at_once_share_one_build():
+    memory, caller = SlowStore(), Caller(tenant="t", readers=frozenset({"user:many"}))
+    memory.release.clear()
+    results, threads = in_threads(12, lambda: people.directory_for(memory, caller))
+    wait_builds(memory, 1)
+    time.sleep(0.1)  # every caller has arrived and waits on the one build
+    memory.release.set()
+    for t in threads:
+        t.join(10)
+    assert memory.builds == 1 and all(r is results[0] for r in results) and names(results[0]) == ["dana@acme.example"]
+
+
+def test_a_caller_who_saw_a_later_write_waits_for_a_build_that_holds_it():
+    memory, caller = SlowStore(), Caller(tenant="t", readers=frozenset({"user:late"}))
+    memory.release.clear()
+    early, early_threads = in_threads(1, lambda: people.directory_for(memory, caller))
+    wait_builds(memory, 1)  # a build at position 1 is running
+    memory.position, memory.authors = 2, ["dana@acme.example", "sam@acme.example"]
+    late, late_threads = in_threads(3, lambda: people.directory_for(memory, caller))
+    time.sleep(0.1)
+    memory.release.set()
+    for t in early_threads + late_threads:
+        t.join(10)
+    # The running build started before the write: the late callers get one more build, shared.
+    assert memory.builds == 2
+    assert all(names(r) == ["dana@acme.example", "sam@acme.example"] for r in late)
+    assert late[0] is late[1] is late[2] and late[0] is not early[0]
+
+
+def test_a_failed_build_reaches_its_waiters_and_the_next_call_builds_again():
+    memory, caller = SlowStore(), Caller(tenant="t", readers=frozenset({"user:fail"}))
+    memory.release.clear()
+    memory.error = OSError("No space left on device")
+    results, threads = in_threads(4, lambda: people.directory_for(memory, caller))
+    wait_builds(memory, 1)
+    time.sleep(0.1)
+    memory.release.set()
+    for t in threads:
+        t.join(10)
+    assert memory.builds == 1 and all(isinstance(r, OSError) for r in results)
+    memory.error = None
+    assert names(people.directory_for(memory, caller)) == ["dana@acme.example"] and memory.builds == 2
+
+
+def test_a_newer_directory_of_a_reader_replaces_its_older_ones():
+    memory = SlowStore()
+    rita, sam = (Caller(tenant="t", readers=frozenset({f"user:{n}"})) for n in ("rita", "sam"))
+    kept = people.directory_for(memory, sam)
+    for position in range(1, 6):  # steady ingest: every write a new position
+        memory.position = position
+        newest = people.directory_for(memory, rita)
+    cache = people._caches[memory]
+    assert list(cache.values()).count(newest) == 1 and kept in cache.values() and len(cache) == 2
+
+
+def test_the_row_list_is_left_alone_by_the_collector():
+    import gc
+
+    directory = people.directory_for(SlowStore(), Caller(tenant="t", readers=frozenset({"user:gc"})))
+    gc.collect()
+    assert directory.rows and not any(gc.is_tracked(row) for row in directory.rows)
