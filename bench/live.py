@@ -64,8 +64,9 @@ from bench.live_server import (
     create_keys,
     disk_parts,
     sample,
-    stage_medians,
     stage_p50,
+    stages_line,
+    stages_of,
     timed_query,
 )
 
@@ -74,18 +75,6 @@ RULES = {"people_rules": True, "time_rules": True}
 RULES_LABEL = "people_rules + time_rules"
 RULES_P50_MS = 2.0  # issue 42: the rules on may cost at most this much p50
 WORK = Path(tempfile.gettempdir()) / "orgmem-live"  # extracted Enron mail, generated organisations, base vectors
-
-
-def stages_of(window: list[tuple]) -> dict[str, float]:
-    """Each stage's median over the window's answered queries, and the time outside them."""
-    return {name: round(ms, 2) for name, ms in stage_medians([(q[2], q[4]) for q in window if q[4]]).items()}
-
-
-def stages_line(row: dict) -> str:
-    """One line under a table line: where a query's time went, live and with nothing ingested."""
-    def cells(stages: dict | None) -> str:
-        return ", ".join(f"{name} {ms:.1f}" for name, ms in (stages or {}).items() if name not in ("p50", "p95")) or "-"
-    return f"  stage p50 ms, live: {cells(row.get('stages_ms'))}; nothing ingested: {cells(row.get('quiet_stages_ms'))}"
 
 
 class LiveRun:

@@ -148,6 +148,18 @@ def stage_medians(samples: list[tuple[float, dict[str, float]]]) -> dict[str, fl
             **{name: statistics.median(v) for name, v in stages.items()}, "outside retrieval": statistics.median(outside)}
 
 
+def stages_of(window: list[tuple]) -> dict[str, float]:
+    """Each stage's median over the window's answered queries, and the time outside them."""
+    return {name: round(ms, 2) for name, ms in stage_medians([(q[2], q[4]) for q in window if q[4]]).items()}
+
+
+def stages_line(row: dict) -> str:
+    """One line under a table line: where a query's time went, live and with nothing ingested."""
+    def cells(stages: dict | None) -> str:
+        return ", ".join(f"{name} {ms:.1f}" for name, ms in (stages or {}).items() if name not in ("p50", "p95")) or "-"
+    return f"  stage p50 ms, live: {cells(row.get('stages_ms'))}; nothing ingested: {cells(row.get('quiet_stages_ms'))}"
+
+
 def disk_parts(data: Path) -> dict[str, float | None]:
     """MiB on disk: the whole data folder and each of its top-level entries (log, projections, cache)."""
     parts = {"total": lr.mib(lr.disk_bytes(data))}

@@ -2,6 +2,9 @@
 text, then `services.core.people.build`, on a SQLite row store of --rows synthetic rows (the
 same store, alternating, best of --repeats). Run: `python -m bench.people_directory --rows 100000`;
 with `--only with` or `--only without` one way alone, so the peak RSS printed is that way's.
+Then what one cached directory holds (`services.app.people.Directory` over the rows read without
+their texts, as the server builds it): its bytes, the objects it adds to what Python's collector
+tracks, and a full collection's time with it (the server's cache keeps one per reader).
 
 The rows are written through the store's own `apply` (no encoder, no log): what is measured is the
 read the directory does on every cold build, not ingest.
@@ -10,10 +13,12 @@ read the directory does on every cold build, not ingest.
 from __future__ import annotations
 
 import argparse
+import gc
 import random
 import resource
 import tempfile
 import time
+import tracemalloc
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -68,12 +73,40 @@ def main(argv: list[str] | None = None) -> int:
             persons = build(rows)
             built = min(built, time.perf_counter() - started)
             del rows
+        cached = cached_cost(store)
         store.close()
     shown = {True: "with its text", False: "without"}
     print("read every row " + "; ".join(f"{shown[w]}: {best[w]:.2f} s" for w in best if best[w] < float("inf"))
           + f"; build() over them: {built:.2f} s, {len(persons)} persons "
           f"(best of {args.repeats}); peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    print(cached)
     return 0
+
+
+def cached_cost(store: SqliteRowStore) -> str:
+    from services.app.people import Directory
+
+    gc.collect()
+    tracked, bare = len(gc.get_objects()), collection_ms()
+    tracemalloc.start()
+    rows = store.in_scope(Scope("t"), with_text=False)
+    directory = Directory(rows)
+    del rows  # the server keeps the directory, not the rows it was built from
+    held = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    gc.collect()
+    added = len(gc.get_objects()) - tracked
+    return (f"one cached directory: {held / 2**20:.0f} MiB, {added:,} more objects tracked by the collector; "
+            f"a full collection {collection_ms():.0f} ms with it, {bare:.0f} ms before ({len(directory.persons)} persons)")
+
+
+def collection_ms(repeats: int = 5) -> float:
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        gc.collect()
+        times.append((time.perf_counter() - started) * 1000)
+    return min(times)
 
 
 if __name__ == "__main__":
