@@ -15,7 +15,7 @@ def cmd_retrieval(args) -> int:
         text = run_benchmark(
             args.dataset, ks=args.k, selectors=args.selector, out=Path(args.out), work=Path(args.work),
             groups=args.groups, split=args.split, candidates=args.candidates, seeds=args.seeds,
-            documents=args.documents, questions=args.questions, mrr=args.mrr,
+            documents=args.documents, questions=args.questions, mrr=args.mrr, rules=args.rules,
         )
     except (FileNotFoundError, ValueError) as exc:
         print(f"orgmem bench: {exc}", file=sys.stderr)
@@ -45,6 +45,9 @@ def add_retrieval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--candidates", type=int, default=200, help="C: rows fetched per leg and cached (default 200)")
     p.add_argument("--mrr", action="store_true",
                    help="also MRR@k: 1 / the rank of the first gold row within k (the order inside the k rows)")
+    p.add_argument("--rules", nargs="?", const="both", default="", choices=["people", "time", "both"],
+                   help="ask every question with the people rule, the time rule or both (the default) on, as the "
+                        "query route applies them (people_rules, time_rules); written to <dataset>[-split]-rules-*.md")
     p.add_argument("--out", default="docs", help="folder for <dataset>.md and img/<dataset>.png (default docs)")
     p.add_argument("--work", default="bench/out/eval", help="cache of built data folders and candidates")
     p.set_defaults(handler=cmd_retrieval)

@@ -16,7 +16,16 @@ import numpy as np
 from bench.retrieval.lexical_legs import legs_for
 from bench.retrieval.metrics import Scores, score_question
 from bench.retrieval.store import Candidates, GroupRows, QuestionCandidates
-from services.core.ranking import RowFields, fuse, order_versions, pool_of, rank, version_rows
+from services.core.ranking import (
+    PEOPLE_LEG,
+    RowFields,
+    fuse,
+    order_versions,
+    pool_of,
+    rank,
+    version_rows,
+    with_people_leg,
+)
 from services.core.retrieval_config import RetrievalConfig
 from services.core.selection import Pool
 
@@ -50,6 +59,7 @@ class GroupIndex:
 
 def question_pool(q: QuestionCandidates, index: GroupIndex, config: RetrievalConfig) -> Pool:
     """The fused pool the read path would hand its selector for `q` under `config`."""
+    config = with_people_leg(config, bool(q.legs.get(PEOPLE_LEG)))
     return pool_of(fuse(legs_for(q, config), index.fields, config), index.fields)
 
 
@@ -58,11 +68,15 @@ def replay_question(q: QuestionCandidates, index: GroupIndex, config: RetrievalC
     order included)."""
     # A dated question's reserve may only fall back on rows of its scope, as the row store's is.
     scope = index.rows.ids if q.scope_ids is None else [r for r in q.scope_ids if r in index.at]
-    run = config.with_overrides(k=k)
+    # A question whose people rule named someone (candidates fetched with --rules): their leg
+    # takes part, as the read path adds it.
+    run = with_people_leg(config.with_overrides(k=k), bool(q.legs.get(PEOPLE_LEG)))
     ranking = rank(legs_for(q, config), index.fields, q.query, index.vectors_for, run, reversed(scope))
     picks = ranking.picks
     if wanted := version_rows(picks, run, ranking.following):
-        picks = order_versions(picks, index.fields, index.vectors_for(wanted), index.kinds, run, ranking.following)
+        asked_for = {rid for rid, _ in q.legs.get(PEOPLE_LEG, ())}  # as the read path: the named persons' rows
+        picks = order_versions(picks, index.fields, index.vectors_for(wanted), index.kinds, run, ranking.following,
+                               asked_for)
     return [p.row_id for p in picks]
 
 

@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from bench.retrieval.datasets import Dataset
-from bench.retrieval.store import Candidates, QuestionCandidates, fingerprint, open_store
+from bench.retrieval.rules import question_scope
+from bench.retrieval.store import Candidates, QuestionCandidates, fingerprint, open_store, rules_tag
 from services.core.retrieval_config import RetrievalConfig
-from services.core.scope import Scope
 
 FETCHED_RULE = "any"  # the rule of the cached candidates' own lexical leg
 _PREFIX = "lex:"  # legs of other rules sit in QuestionCandidates.legs under "lex:<rule key>"
@@ -50,7 +50,8 @@ def attach_lexical_legs(cands: Candidates, dataset: Dataset, folder: Path, confi
     wanted = {rule_key(c): c for c in configs if rule_key(c) != FETCHED_RULE}
     missing = {}
     for key, config in wanted.items():
-        path = Path(folder) / f"lexical-C{cands.candidates}-{key}-{fingerprint(dataset)}-{cands.questions_digest}.pkl"
+        path = Path(folder) / (f"lexical-C{cands.candidates}-{key}{rules_tag(cands.rules)}-{fingerprint(dataset)}-"
+                               f"{cands.questions_digest}.pkl")
         if path.exists():
             with open(path, "rb") as handle:
                 _attach(cands, key, pickle.load(handle))
@@ -68,7 +69,7 @@ def attach_lexical_legs(cands: Candidates, dataset: Dataset, folder: Path, confi
             fetched = {}
             for q in cands.questions:
                 asked = questions[q.qid]
-                scope = Scope(tenant=asked.group, as_of=asked.as_of, known_at=asked.known_at)
+                scope, _ = question_scope(memory, asked, cands.rules)  # the people leg is not this rule's
                 fetched[q.qid] = memory.query(asked.text, scope, lexical_only).legs.get("lex", [])
             with open(path, "wb") as handle:
                 pickle.dump(fetched, handle)

@@ -49,7 +49,8 @@ def _work_folder(work: Path, dataset: str, seeds: Sequence[int], documents: Path
 def run_benchmark(dataset: str, ks: Sequence[int] = (10, 20), selectors: Sequence[str] | None = None,
                   out: Path = Path("docs"), work: Path = Path("bench/out/eval"), groups: int | None = None,
                   split: str = "all", candidates: int = 200, log=sys.stderr, seeds: Sequence[int] = (1, 2, 3),
-                  documents: Path | None = None, questions: Path | None = None, mrr: bool = False) -> str:
+                  documents: Path | None = None, questions: Path | None = None, mrr: bool = False,
+                  rules: str = "") -> str:
     """Score the named variants on `dataset`, write `<out>/<dataset>[-split].md` and
     `<out>/img/<dataset>[-split].png`, and return the markdown. `mrr`: also MRR@k, the order
     inside the k rows."""
@@ -64,12 +65,12 @@ def run_benchmark(dataset: str, ks: Sequence[int] = (10, 20), selectors: Sequenc
     if groups:
         data = data.slice(groups)
         folder = folder / f"first-{groups}"
-    cands = cached_candidates(data, folder, candidates, log=log)
+    cands = cached_candidates(data, folder, candidates, log=log, rules=rules)
     attach_lexical_legs(cands, data, folder, [VARIANTS[n].config for n in names], log=log)
     own_split = split_questions(data, split)
     chosen = None if own_split is not None else split_groups(cands, split)
     results = evaluate_variants(cands, [VARIANTS[n] for n in names], ks, chosen, own_split)
-    tag = dataset if split == "all" else f"{dataset}-{split}"
+    tag = (dataset if split == "all" else f"{dataset}-{split}") + (f"-rules-{rules}" if rules else "")
     asked = next(iter(results.values())).counts.get("all", 0) if results else 0
     scope = f"seeds {', '.join(map(str, seeds))}; " if dataset == "synthetic-org" else ""
     notes = [f"{asked} questions; {scope}{'questions' if own_split is not None else 'groups'}: {split}"
@@ -81,6 +82,7 @@ def run_benchmark(dataset: str, ks: Sequence[int] = (10, 20), selectors: Sequenc
         families = ["recall", "complete"] + (["version"] if any(q.version for q in cands.questions) else [])
     if mrr:
         families = [*(families or (["recall", "coverage"] if coverage else ["recall"])), "mrr"]
-    text = write_markdown(Path(out) / f"{tag}.md", f"{dataset} ({split})", results, ks, coverage, notes, families)
-    write_plot(Path(out) / "img" / f"{tag}.png", f"{dataset} ({split})", results, ks, coverage, families)
+    title = f"{dataset} ({split}{f', rules on: {rules}' if rules else ''})"
+    text = write_markdown(Path(out) / f"{tag}.md", title, results, ks, coverage, notes, families)
+    write_plot(Path(out) / "img" / f"{tag}.png", title, results, ks, coverage, families)
     return text

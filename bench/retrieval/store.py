@@ -66,6 +66,7 @@ class Candidates:
     questions: list[QuestionCandidates]
     dropped: dict[str, int]
     questions_digest: str | None = None  # of the questions fetched (None in caches written before it)
+    rules: str = ""  # fetched with the people and time rules (bench/retrieval/rules.py)
 
 
 def fingerprint(dataset: Dataset) -> str:
@@ -154,10 +155,13 @@ def _group_rows(memory: Memory, tenant: str) -> GroupRows:
                      [(r.event_time or r.ingested_at, r.ingest_position) for r in rows], matrix, [r.kind for r in rows])
 
 
-def fetch_candidates(memory: Memory, dataset: Dataset, candidates: int = 200) -> Candidates:
+def fetch_candidates(memory: Memory, dataset: Dataset, candidates: int = 200, rules: str = "") -> Candidates:
     """Each question's three legs (disjunctive BM25, tags, vectors; C rows each) and the rows it
     names by source id, in its own scope, as the read path fetches them (`Memory.query`, asked
-    for no rows)."""
+    for no rows). `rules` ("people", "time" or "both"): with those rules, as the query route applies
+    them (the window of the question's time phrase, the leg of the persons it names)."""
+    from bench.retrieval.rules import question_scope
+
     legs_only = RetrievalConfig(candidates=candidates, lexical_match="any", k=0, reserve=0, selector="rrf",
                                 named_rows=True)
     groups = {g.key: _group_rows(memory, g.key) for g in dataset.groups}
@@ -171,25 +175,27 @@ def fetch_candidates(memory: Memory, dataset: Dataset, candidates: int = 200) ->
             dropped["questions whose gold rows were not stored"] = dropped.get("questions whose gold rows were not stored", 0) + 1
             continue
         version = rows((q.version,)) if q.version else []
-        scope = Scope(tenant=q.group, as_of=q.as_of, known_at=q.known_at)
-        found = memory.query(q.text, scope, legs_only)
-        dated = q.as_of is not None or q.known_at is not None
+        scope, people = question_scope(memory, q, rules)
+        found = memory.query(q.text, scope, legs_only, None, 30.0, people)
+        dated = scope.as_of is not None or scope.since is not None or scope.known_at is not None
         out.append(QuestionCandidates(
             q.qid, q.category, q.group, np.asarray(found.query_vector, np.float32), found.legs, gold,
             version=version[0] if version else None,
             superseded=tuple(r for r in dict.fromkeys(rows(q.superseded)) if r not in version),
             scope_ids=[r.row_id for r in memory.rows_in_scope(scope)] if dated else None))
-    return Candidates(dataset.name, candidates, groups, out, dropped, questions_digest(dataset))
+    return Candidates(dataset.name, candidates, groups, out, dropped, questions_digest(dataset), rules)
 
 
-def cached_candidates(dataset: Dataset, folder: Path, candidates: int = 200, log=sys.stderr) -> Candidates:
+def cached_candidates(dataset: Dataset, folder: Path, candidates: int = 200, log=sys.stderr,
+                      rules: str = "") -> Candidates:
     """Candidates from `folder`'s cache when it matches the documents, else built (and cached)."""
     from services.settings import Settings
 
     folder = Path(folder)
     # Keyed by the query encoder's precision too: int8 and fp32 questions fetch different legs.
     precision = Settings().embedder.query_vectors
-    path = folder / f"candidates-C{candidates}-v{CANDIDATE_CACHE_VERSION}-{precision}-{fingerprint(dataset)}.pkl"
+    path = folder / (f"candidates-C{candidates}-v{CANDIDATE_CACHE_VERSION}-{precision}{rules_tag(rules)}-"
+                     f"{fingerprint(dataset)}.pkl")
     if path.exists():
         with open(path, "rb") as handle:
             cached = pickle.load(handle)
@@ -198,7 +204,7 @@ def cached_candidates(dataset: Dataset, folder: Path, candidates: int = 200, log
             return cached
     memory, lock = open_store(dataset, folder, log)
     try:
-        result = fetch_candidates(memory, dataset, candidates)
+        result = fetch_candidates(memory, dataset, candidates, rules)
     finally:
         memory.close()
         lock.release()
@@ -206,6 +212,11 @@ def cached_candidates(dataset: Dataset, folder: Path, candidates: int = 200, log
     with open(path, "wb") as handle:
         pickle.dump(result, handle)
     return result
+
+
+def rules_tag(rules: str) -> str:
+    """Part of a cache file's name: candidates fetched with the rules are kept apart."""
+    return f"-rules-{rules}" if rules else ""
 
 
 def _kinds_from_documents(cands: Candidates, dataset: Dataset) -> None:

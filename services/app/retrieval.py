@@ -13,7 +13,16 @@ import numpy as np
 
 from schemas.rows import Row
 from services.app.tracing import Stage, record_query
-from services.core.ranking import NAMED_LEG, Fusion, active_legs, order_versions, rank, version_rows
+from services.core.ranking import (
+    NAMED_LEG,
+    PEOPLE_LEG,
+    Fusion,
+    active_legs,
+    order_versions,
+    rank,
+    version_rows,
+    with_people_leg,
+)
 from services.core.reserve import Pick
 from services.core.retrieval_config import RetrievalConfig, weights_problem
 from services.core.scope import Scope
@@ -27,7 +36,6 @@ from services.ports import Embedder, Hit, LexicalIndex, RowReader, RowStore, Vec
 # Rows a query's named source ids may bring in: one id names a row per source.
 NAMED_ROWS = 20
 # The people rule's leg (services.core.people_mentions): rows written by the persons the question names.
-PEOPLE_LEG = "people"
 # Any term, and every term counts: a term too common to require across the store may be the one
 # that tells apart the person's own rows. Measured against "all" and "adaptive" on seeds 5-8 of
 # bench.people (docs/people.md): "any" 0.987, "adaptive" 0.971, "all" 0.929 (no gain) recall@10.
@@ -83,10 +91,8 @@ class Retriever:
     def retrieve(self, query: str, scope: Scope, config: RetrievalConfig, people: PeopleLeg | None = None) -> Retrieval:
         if problem := weights_problem(config.weights):
             raise Invalid(problem)
-        people_weight = config.weights.get(PEOPLE_LEG, config.people_weight)
-        if people is not None and people.aliases and people_weight > 0:
-            config = replace(config, weights={**config.weights, PEOPLE_LEG: people_weight})
-        else:
+        config = with_people_leg(config, people is not None and bool(people.aliases))
+        if PEOPLE_LEG not in active_legs(config):
             people = None
         timings: dict[str, float] = {}
         clock = started = time.perf_counter()
@@ -135,7 +141,8 @@ class Retriever:
         picks = ranking.picks
         if vectors is not None:
             kinds = {rid: row.kind for rid, row in rows.items()}
-            picks = order_versions(picks, fields, vectors.result(), kinds, config, ranking.following)
+            asked_for = {h.row_id for h in legs.get(PEOPLE_LEG, ())}  # the named persons' rows
+            picks = order_versions(picks, fields, vectors.result(), kinds, config, ranking.following, asked_for)
             lap("version_order")
         if ranking.following:
             rows = {p.row_id: rows[p.row_id] for p in picks if p.row_id in rows}

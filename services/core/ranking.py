@@ -9,8 +9,8 @@ vectors through a callable.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Protocol
 
@@ -25,6 +25,7 @@ from services.core.version_order import versioned, with_reached_versions
 LEXICAL_LEG = "lex"  # its BM25 scores feed the coverage selector's thread votes
 # The rows the query names by source id (`RetrievalConfig.named_rows`): never fused, they go first.
 NAMED_LEG = "named"
+PEOPLE_LEG = "people"  # the people rule's leg: rows of the persons a question names
 
 Hits = Sequence[tuple[str, float]]  # one leg's answer: (row id, score), best first
 
@@ -74,6 +75,15 @@ def active_legs(config: RetrievalConfig) -> frozenset[str]:
     """The legs that take part: those of weight above 0. A leg of weight 0 is left out whole, so
     its rows neither fill the fused list nor count as matched for the recency reserve."""
     return frozenset(leg for leg, weight in config.weights.items() if weight > 0)
+
+
+def with_people_leg(config: RetrievalConfig, named: bool) -> RetrievalConfig:
+    """`config` for a question whose people rule named someone (`named`): their leg takes part in
+    fusion at `weights.people`, else at `people_weight`; unchanged when nobody was named."""
+    weight = config.weights.get(PEOPLE_LEG, config.people_weight)
+    if not named or weight <= 0:
+        return config
+    return replace(config, weights={**config.weights, PEOPLE_LEG: weight})
 
 
 def fuse(legs: Mapping[str, Hits], fields: Mapping[str, RankingFields], config: RetrievalConfig) -> Fusion:
@@ -162,13 +172,19 @@ def version_rows(picks: Sequence[Pick], config: RetrievalConfig, following: Sequ
 
 
 def order_versions(picks: Sequence[Pick], fields: Mapping[str, RankingFields], vectors: np.ndarray,
-                   kinds: Mapping[str, str | None], config: RetrievalConfig, following: Sequence[str] = ()) -> list[Pick]:
+                   kinds: Mapping[str, str | None], config: RetrievalConfig, following: Sequence[str] = (),
+                   asked_for: Collection[str] = frozenset()) -> list[Pick]:
     """`picks` with newer versions first among the first `version_rows`, and a closer newer version
     among the next `version_reach` rows moved up into them (`with_reached_versions`); `vectors`
     come aligned with `version_rows(picks, config, following)`, `kinds` gives each of those rows'
     kind (a chat turn is nobody's version, see `services.core.version_order`). As many picks come
     back as went in: a row brought in from `following` pushes the last pick out. Every pick keeps
-    its reason; a row brought in has NEWER_VERSION_REASON."""
+    its reason; a row brought in has NEWER_VERSION_REASON.
+
+    `asked_for`: rows the question asks for by who wrote them (the people rule's leg). "What did
+    Finn decide" asks for Finn's decision even where a later one replaced it, so those rows are
+    nobody's version here: they keep their place, and no row brought in pushes one of them out
+    (the version notes still say which version is current)."""
     ids = version_rows(picks, config, following)
     if not ids:
         return list(picks)
@@ -176,7 +192,15 @@ def order_versions(picks: Sequence[Pick], fields: Mapping[str, RankingFields], v
     reason = {p.row_id: p.reason for p in picks}
     order = with_reached_versions(ids, window, {rid: fields[rid].recency for rid in ids},
                                   np.asarray(vectors, dtype=np.float32), config.version_similarity,
-                                  config.version_reach_similarity, [versioned(kinds.get(rid)) for rid in ids])
+                                  config.version_reach_similarity,
+                                  [versioned(kinds.get(rid)) and rid not in asked_for for rid in ids])
     placed = set(order)
     out = [Pick(rid, reason.get(rid, NEWER_VERSION_REASON)) for rid in order]
-    return (out + [p for p in picks if p.row_id not in placed])[: len(picks)]
+    out += [p for p in picks if p.row_id not in placed]
+    kept = out[: len(picks)]
+    if lost := [p for p in out[len(picks):] if p.row_id in asked_for and p.row_id in reason]:
+        # Pushed out by rows brought in (a pick leaves only for one of those): the last of them
+        # make way again.
+        brought = [p.row_id for p in kept if p.row_id not in reason][-len(lost):]
+        kept = ([p for p in kept if p.row_id not in brought] + lost)[: len(picks)]
+    return kept

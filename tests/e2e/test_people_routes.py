@@ -204,3 +204,33 @@ def test_an_erased_subject_leaves_the_people_routes_including_where_only_mention
         assert gone.status_code == 404, gone.text
         dana = call(server, reader, "GET", f"/v1/people/{now['Dana Lee']['person_id']}").json()
         assert len(dana["rows"]["author"]) == 1 and "erin" not in json.dumps(dana).lower()
+
+
+def test_a_question_naming_a_person_gets_their_decision_even_where_a_later_one_replaced_it(tmp_path):
+    # "What did Finn decide" asks for Finn's decision. Without the rule the version order puts the
+    # later decision that restates it first (and, at k=1, in its place); with it, Finn's row is
+    # what the question asked for and stays, and its version note names the row in force.
+    data = tmp_path / "data"
+    writer, reader, _ = acme_keys(data)
+    decisions = [
+        {"text": "Decision: the minimum test coverage for merges is 80 percent from now on.",
+         "author": "Finn Gallagher <finn@acme.example>", "date": "2025-01-10T00:00:00Z", "thread": "coverage"},
+        {"text": "Decision: the minimum test coverage for merges is 70 percent from now on.",
+         "author": "Rafael Quintero <rafael@acme.example>", "date": "2025-03-10T00:00:00Z", "thread": "coverage"},
+        {"text": "Lunch menu for the offsite", "author": "sam@acme.example", "date": "2025-02-01T00:00:00Z"},
+    ]
+    with served(data) as (server, memory):
+        made = write(server, writer, decisions)
+        finn, rafael = made["row_ids"][0], made["row_ids"][1]
+
+        def top(**extra):
+            r = call(server, reader, "POST", "/v1/query", json={
+                "q": "What did Finn Gallagher decide about the minimum test coverage for merges?", "k": 1,
+                "after": made["position"], **extra})
+            assert r.status_code == 200, r.text
+            return r.json()["rows"][0]
+
+        assert top()["row_id"] == rafael
+        named = top(people_rules=True)
+        assert named["row_id"] == finn
+        assert named["version"]["latest_row_id"] == rafael

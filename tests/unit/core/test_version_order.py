@@ -82,11 +82,11 @@ def vectors_for(ids):
     return np.stack([VECTORS[r] for r in ids])
 
 
-def ranked(kinds=None, **changes) -> list[tuple[str, str]]:
+def ranked(kinds=None, asked_for=frozenset(), **changes) -> list[tuple[str, str]]:
     run = RetrievalConfig(weights={"lex": 1.0, "tag": 0.0, "vec": 0.0}, k=3, reserve=0, **changes)
     picks = rank(LEGS, ROWS, None, vectors_for, run, []).picks
     if wanted := version_rows(picks, run):
-        picks = order_versions(picks, ROWS, vectors_for(wanted), kinds or {}, run)
+        picks = order_versions(picks, ROWS, vectors_for(wanted), kinds or {}, run, asked_for=asked_for)
     return [(p.row_id, p.reason) for p in picks]
 
 
@@ -161,14 +161,14 @@ REACH_VECTORS = {"v1": unit(0)[0], "x": unit(90)[0], "y": unit(200)[0], "v2": un
 REACH_LEGS = {"lex": [("v1", 9.0), ("x", 8.0), ("y", 7.0), ("v2", 6.0)]}
 
 
-def reached(k: int, **changes) -> list[tuple[str, str]]:
+def reached(k: int, asked_for=frozenset(), **changes) -> list[tuple[str, str]]:
     run = RetrievalConfig(weights={"lex": 1.0, "tag": 0.0, "vec": 0.0}, k=k, reserve=0, version_similarity=0.65,
                           version_rows=2, **changes)
     ranking = rank(REACH_LEGS, REACH_ROWS, None, lambda ids: np.stack([REACH_VECTORS[r] for r in ids]), run, [])
     picks = ranking.picks
     if wanted := version_rows(picks, run, ranking.following):
         picks = order_versions(picks, REACH_ROWS, np.stack([REACH_VECTORS[r] for r in wanted]), {}, run,
-                               ranking.following)
+                               ranking.following, asked_for)
     return [(p.row_id, p.reason) for p in picks]
 
 
@@ -182,6 +182,19 @@ def test_the_read_path_brings_a_newer_version_in_from_past_k_and_keeps_k_rows():
     # One row asked for: the version in force is the one row returned.
     assert reached(1, version_reach=3) == [("v2", NEWER_VERSION_REASON)]
     assert reached(3, version_reach=2, version_reach_similarity=0.95) == [("v1", "fused"), ("x", "fused"), ("y", "fused")]
+
+
+def test_a_row_asked_for_by_its_author_keeps_its_place_and_is_never_pushed_out():
+    # "What did v1's author decide": v1 is what was asked, not history to put below v2.
+    assert ranked(version_similarity=0.99) == [("v2", "fused"), ("v1", "fused"), ("x", "fused")]
+    assert ranked(version_similarity=0.99, asked_for={"v1"}) == [("v1", "fused"), ("x", "fused"), ("v2", "fused")]
+    # Nor does a newer version restating it come in from past k.
+    assert reached(3, version_reach=2, asked_for={"v1"}) == [("v1", "fused"), ("x", "fused"), ("y", "fused")]
+    # Another row asked for, pushed out by v2 coming in for v1: it comes back and v2 makes way.
+    assert reached(3, version_reach=2) == [("v2", NEWER_VERSION_REASON), ("v1", "fused"), ("x", "fused")]
+    assert reached(3, version_reach=2, asked_for={"y"}) == [("v1", "fused"), ("x", "fused"), ("y", "fused")]
+    # Rows asked for that are no pick change nothing.
+    assert reached(3, version_reach=2, asked_for={"elsewhere"}) == reached(3, version_reach=2)
 
 
 @pytest.mark.parametrize("changes", [{"version_reach": -1}, {"version_reach_similarity": 1.2}])
