@@ -10,7 +10,7 @@ from bench.retrieval.datasets import Dataset, load
 from bench.retrieval.harness import evaluate_variants
 from bench.retrieval.lexical_legs import attach_lexical_legs
 from bench.retrieval.report import write_markdown, write_plot
-from bench.retrieval.store import Candidates, cached_candidates
+from bench.retrieval.store import Candidates, cached_candidates, rules_tag
 from bench.retrieval.variants import DEFAULT_SET, VARIANTS
 
 COVERAGE_DATASETS = {"locomo"}  # complete gold-session coverage is defined for LoCoMo's sessions
@@ -70,7 +70,7 @@ def run_benchmark(dataset: str, ks: Sequence[int] = (10, 20), selectors: Sequenc
     own_split = split_questions(data, split)
     chosen = None if own_split is not None else split_groups(cands, split)
     results = evaluate_variants(cands, [VARIANTS[n] for n in names], ks, chosen, own_split)
-    tag = (dataset if split == "all" else f"{dataset}-{split}") + (f"-rules-{rules}" if rules else "")
+    tag = (dataset if split == "all" else f"{dataset}-{split}") + rules_tag(rules)
     asked = next(iter(results.values())).counts.get("all", 0) if results else 0
     scope = f"seeds {', '.join(map(str, seeds))}; " if dataset == "synthetic-org" else ""
     notes = [f"{asked} questions; {scope}{'questions' if own_split is not None else 'groups'}: {split}"

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.retrieval.datasets import Dataset, Group
+from bench.retrieval.rules import question_scope
 from schemas.documents import DocumentIn
 from services.app.memory import Memory
 from services.core.caller import Caller
@@ -66,7 +67,7 @@ class Candidates:
     questions: list[QuestionCandidates]
     dropped: dict[str, int]
     questions_digest: str | None = None  # of the questions fetched (None in caches written before it)
-    rules: str = ""  # fetched with the people and time rules (bench/retrieval/rules.py)
+    rules: str = ""  # fetched with these rules: people, time or both (bench/retrieval/rules.py)
 
 
 def fingerprint(dataset: Dataset) -> str:
@@ -160,8 +161,6 @@ def fetch_candidates(memory: Memory, dataset: Dataset, candidates: int = 200, ru
     names by source id, in its own scope, as the read path fetches them (`Memory.query`, asked
     for no rows). `rules` ("people", "time" or "both"): with those rules, as the query route applies
     them (the window of the question's time phrase, the leg of the persons it names)."""
-    from bench.retrieval.rules import question_scope
-
     legs_only = RetrievalConfig(candidates=candidates, lexical_match="any", k=0, reserve=0, selector="rrf",
                                 named_rows=True)
     groups = {g.key: _group_rows(memory, g.key) for g in dataset.groups}
